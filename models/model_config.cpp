@@ -1,0 +1,110 @@
+#include "models/model_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <stdexcept>
+
+#include "utils/yaml_io.h"
+
+namespace yolo {
+
+namespace {
+
+std::string at(const std::string& src, const YAML::Node& n) {
+  return src + ":" + std::to_string(n.Mark().line + 1);
+}
+
+ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
+  if (!root.IsMap()) throw std::runtime_error(src + ": a model YAML must be a mapping");
+  ModelSpec spec;
+  spec.source = src;
+  spec.nc = yaml_get<int>(root, "nc", src);
+  spec.depth_multiple = yaml_get<double>(root, "depth_multiple", src);
+  spec.width_multiple = yaml_get<double>(root, "width_multiple", src);
+  if (spec.nc < 1) throw std::runtime_error(at(src, root["nc"]) + ": nc must be >= 1");
+  if (spec.depth_multiple <= 0 || spec.width_multiple <= 0) {
+    throw std::runtime_error(src + ": depth_multiple and width_multiple must be > 0");
+  }
+  const YAML::Node anchors = root["anchors"];
+  if (!anchors || !anchors.IsSequence() || anchors.size() == 0) {
+    throw std::runtime_error(src +
+                             ": 'anchors' must be a list of per-level lists (w,h pairs in pixels)");
+  }
+  for (const auto& level : anchors) {
+    if (!level.IsSequence() || level.size() == 0 || level.size() % 2 != 0) {
+      throw std::runtime_error(at(src, level) + ": each anchors entry needs w,h pairs");
+    }
+    std::vector<double> v;
+    for (const auto& a : level) {
+      try {
+        v.push_back(a.as<double>());
+      } catch (const YAML::Exception&) {
+        throw std::runtime_error(at(src, a) + ": anchor values must be numbers");
+      }
+    }
+    if (!spec.anchors.empty() && v.size() != spec.anchors[0].size()) {
+      throw std::runtime_error(at(src, level) + ": every level needs the same number of anchors");
+    }
+    spec.anchors.push_back(std::move(v));
+  }
+  for (const char* part : {"backbone", "head"}) {
+    const YAML::Node list = root[part];
+    if (!list || !list.IsSequence()) {
+      throw std::runtime_error(src + ": '" + part +
+                               "' must be a list of [from, number, module, args]");
+    }
+    for (const auto& row : list) {
+      const std::string where = at(src, row);
+      if (!row.IsSequence() || row.size() != 4) {
+        throw std::runtime_error(where + ": a layer must be [from, number, module, args]");
+      }
+      LayerSpec L;
+      L.line = row.Mark().line + 1;
+      try {
+        if (row[0].IsSequence()) {
+          for (const auto& f : row[0]) L.from.push_back(f.as<int>());
+        } else {
+          L.from.push_back(row[0].as<int>());
+        }
+        L.number = row[1].as<int>();
+        L.module = row[2].as<std::string>();
+      } catch (const YAML::Exception&) {
+        throw std::runtime_error(where +
+                                 ": 'from' must be an int or list of ints, 'number' an int "
+                                 "and 'module' a name");
+      }
+      if (L.from.empty() || L.number < 1) {
+        throw std::runtime_error(where + ": 'from' must not be empty and 'number' must be >= 1");
+      }
+      if (!row[3].IsSequence()) throw std::runtime_error(where + ": 'args' must be a list");
+      for (const auto& a : row[3]) {
+        if (!a.IsScalar()) {
+          throw std::runtime_error(at(src, a) + ": only scalar module arguments are supported");
+        }
+        L.args.push_back(a.Scalar());
+      }
+      spec.layers.push_back(std::move(L));
+    }
+  }
+  if (spec.layers.empty()) throw std::runtime_error(src + ": the model has no layers");
+  return spec;
+}
+
+}  // namespace
+
+ModelSpec parse_model_spec_file(const std::string& path) {
+  return parse_node(load_yaml_file(path), path);
+}
+
+ModelSpec parse_model_spec_string(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    throw std::runtime_error(source + ":" + std::to_string(e.mark.line + 1) +
+                             ": YAML syntax error: " + e.msg);
+  }
+  return parse_node(root, source);
+}
+
+}  // namespace yolo

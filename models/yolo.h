@@ -1,0 +1,62 @@
+#pragma once
+// The YOLOv5 detection model built from a model YAML. Submodules are registered as `model.<i>`
+// so parameter and buffer names equal YOLOv5's state_dict() keys (model.0.conv.weight, ...,
+// model.24.anchors).
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/detect.h"
+#include "models/model_config.h"
+
+namespace yolo {
+
+struct ModelOutput {
+  std::vector<torch::Tensor> raw;  // per level (bs, na, ny, nx, 5+nc)
+  torch::Tensor pred;              // eval mode only: decoded (bs, N, 5+nc)
+};
+
+class DetectionModelImpl : public torch::nn::Module {
+ public:
+  // `nc` > 0 overrides the YAML's class count (the data YAML's nc, as YOLOv5 does).
+  explicit DetectionModelImpl(ModelSpec spec, int nc = 0, int ch = 3);
+
+  ModelOutput forward(const torch::Tensor& x);
+  // The raw maps only, in either mode.
+  std::vector<torch::Tensor> forward_raw(const torch::Tensor& x);
+
+  // Folds every BatchNorm into its convolution for inference.
+  void fuse();
+
+  Detect detect() const { return detect_; }
+  const ModelSpec& spec() const { return spec_; }
+  int nc() const { return detect_->nc; }
+  std::vector<int> strides() const;
+  int max_stride() const;
+  int64_t num_parameters() const;
+  // YOLOv5-style layer table and totals.
+  std::string summary() const;
+
+  torch::nn::ModuleList model{nullptr};
+
+ private:
+  struct Layer {
+    std::vector<int> from;  // absolute indices; -1 = model input
+    std::function<torch::Tensor(const std::vector<torch::Tensor>&)> run;
+    bool is_detect = false;
+  };
+  std::vector<Layer> layers_;
+  std::vector<bool> keep_;  // outputs later layers read
+  Detect detect_{nullptr};
+  ModelSpec spec_;
+  std::string table_;
+};
+TORCH_MODULE(DetectionModel);
+
+// Builds from a YAML file (parse errors name the file and line).
+DetectionModel build_model(const std::string& cfg_path, int nc = 0);
+
+}  // namespace yolo

@@ -1,0 +1,202 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "models/common.h"
+#include "models/yolo.h"
+#include "utils/paths.h"
+
+using yolo::DetectionModel;
+
+namespace {
+std::string cfg(const std::string& name) {
+  return yolo::project_root() + "/configs/models/" + name + ".yaml";
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    DetectionModel m(yolo::parse_model_spec_string(yaml, "bad.yaml"));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kTiny = R"(
+nc: 2
+depth_multiple: 0.33
+width_multiple: 0.125
+anchors:
+  - [10,13, 16,30, 33,23]
+  - [30,61, 62,45, 59,119]
+backbone:
+  [[-1, 1, Conv, [64, 6, 2, 2]],
+   [-1, 1, Conv, [128, 3, 2]],
+   [-1, 3, C3, [128]],
+   [-1, 1, Conv, [256, 3, 2]],
+   [-1, 1, SPPF, [256, 5]],
+  ]
+head:
+  [[-1, 1, nn.Upsample, [None, 2, 'nearest']],
+   [[-1, 2], 1, Concat, [1]],
+   [-1, 1, C3, [128, False]],
+   [[7, 4], 1, Detect, [nc, anchors]],
+  ]
+)";
+}  // namespace
+
+struct SizeCase {
+  const char* name;
+  int64_t params;
+  size_t entries;
+};
+
+void PrintTo(const SizeCase& c, std::ostream* os) { *os << c.name; }
+
+class ModelSizes : public ::testing::TestWithParam<SizeCase> {};
+
+// YOLOv5 v7.0 figures with nc=80 (../shared/PLATFORM-NOTES.md).
+TEST_P(ModelSizes, ParameterCountsAndStateDictMatchYolov5) {
+  const SizeCase c = GetParam();
+  DetectionModel m = yolo::build_model(cfg(c.name));
+  EXPECT_EQ(m->num_parameters(), c.params);
+  const auto params = m->named_parameters();
+  const auto buffers = m->named_buffers();
+  EXPECT_EQ(params.size() + buffers.size(), c.entries);
+  EXPECT_EQ(params.keys().front(), "model.0.conv.weight");
+  EXPECT_EQ(params.keys().back(), "model.24.m.2.bias");
+  EXPECT_NE(buffers.find("model.24.anchors"), nullptr);
+  EXPECT_NE(buffers.find("model.0.bn.running_mean"), nullptr);
+  EXPECT_NE(buffers.find("model.0.bn.num_batches_tracked"), nullptr);
+  EXPECT_EQ(m->strides(), (std::vector<int>{8, 16, 32}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Yolov5, ModelSizes,
+                         ::testing::Values(SizeCase{"yolov5n", 1872157, 349},
+                                           SizeCase{"yolov5s", 7235389, 349},
+                                           SizeCase{"yolov5m", 21190557, 481},
+                                           SizeCase{"yolov5l", 46563709, 613},
+                                           SizeCase{"yolov5x", 86749405, 745}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Model, YolovNamesMatchYolov5Keys) {
+  DetectionModel m = yolo::build_model(cfg("yolov5n"));
+  const auto params = m->named_parameters();
+  for (const char* key :
+       {"model.2.m.0.cv1.conv.weight", "model.2.cv3.bn.bias", "model.9.cv2.conv.weight",
+        "model.13.m.0.cv2.bn.weight", "model.24.m.0.weight", "model.24.m.1.bias"}) {
+    EXPECT_NE(params.find(key), nullptr) << key;
+  }
+  // BatchNorm settings as YOLOv5's initialize_weights.
+  auto bn = m->model[0]->as<yolo::Conv>()->norm();
+  auto* bn2d = dynamic_cast<torch::nn::BatchNorm2dImpl*>(bn.get());
+  ASSERT_NE(bn2d, nullptr);
+  EXPECT_DOUBLE_EQ(bn2d->options.eps(), 1e-3);
+  EXPECT_DOUBLE_EQ(bn2d->options.momentum().value(), 0.03);
+}
+
+TEST(Model, TrainingAndEvalOutputShapes) {
+  DetectionModel m = yolo::build_model(cfg("yolov5n"), /*nc=*/3);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::rand({2, 3, 64, 96});
+  m->train();
+  const auto out = m->forward(x);
+  ASSERT_EQ(out.raw.size(), 3u);
+  EXPECT_EQ(out.raw[0].sizes(), (std::vector<int64_t>{2, 3, 8, 12, 8}));
+  EXPECT_EQ(out.raw[1].sizes(), (std::vector<int64_t>{2, 3, 4, 6, 8}));
+  EXPECT_EQ(out.raw[2].sizes(), (std::vector<int64_t>{2, 3, 2, 3, 8}));
+  EXPECT_FALSE(out.pred.defined());
+  m->eval();
+  const auto ev = m->forward(x);
+  EXPECT_EQ(ev.pred.sizes(), (std::vector<int64_t>{2, 3 * (96 + 24 + 6), 8}));
+  // Decoded centres lie inside (or near) the image; scores are probabilities.
+  EXPECT_GE(ev.pred.select(2, 4).min().item<float>(), 0.f);
+  EXPECT_LE(ev.pred.select(2, 4).max().item<float>(), 1.f);
+}
+
+TEST(Model, DecodeMatchesYolov5Formula) {
+  DetectionModel m = yolo::build_model(cfg("yolov5n"), 1);
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward(torch::rand({1, 3, 64, 64}));
+  // Level 0, anchor 1, cell (y=2, x=5): xy = (2*sig - 0.5 + grid) * stride, wh = (2*sig)^2 *
+  // anchor.
+  const torch::Tensor r = out.raw[0][0][1][2][5].sigmoid();
+  const float stride = 8;
+  const float ax = 16, ay = 30;  // second P3 anchor in pixels
+  const int index = 1 * 8 * 8 + 2 * 8 + 5;
+  const torch::Tensor p = out.pred[0][index];
+  EXPECT_NEAR(p[0].item<float>(), (r[0].item<float>() * 2 - 0.5f + 5) * stride, 1e-4);
+  EXPECT_NEAR(p[1].item<float>(), (r[1].item<float>() * 2 - 0.5f + 2) * stride, 1e-4);
+  EXPECT_NEAR(p[2].item<float>(), std::pow(r[2].item<float>() * 2, 2) * ax, 1e-3);
+  EXPECT_NEAR(p[3].item<float>(), std::pow(r[3].item<float>() * 2, 2) * ay, 1e-3);
+}
+
+TEST(Model, AnchorsInStrideUnitsAndBiasPriors) {
+  DetectionModel m = yolo::build_model(cfg("yolov5s"), 80);
+  const torch::Tensor a = m->detect()->anchors;
+  EXPECT_EQ(a.sizes(), (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_NEAR(a[0][0][0].item<float>(), 10.f / 8, 1e-6);
+  EXPECT_NEAR(a[2][2][1].item<float>(), 326.f / 32, 1e-6);
+  auto conv = m->detect()->m[0]->as<torch::nn::Conv2d>();
+  const torch::Tensor b = conv->bias.view({3, -1});
+  // The conv's default init adds a uniform term bounded by 1/sqrt(fan_in).
+  const double bound = 1.0 / std::sqrt(static_cast<double>(conv->weight.size(1)));
+  EXPECT_NEAR(b[0][4].item<double>(), std::log(8.0 / std::pow(640.0 / 8, 2)), bound + 1e-6);
+  EXPECT_NEAR(b[0][5].item<double>(), std::log(0.6 / (80 - 0.99999)), bound + 1e-6);
+}
+
+TEST(Model, NcOverrideAndScaledTinyModel) {
+  DetectionModel m(yolo::parse_model_spec_string(kTiny, "tiny.yaml"), 5);
+  EXPECT_EQ(m->nc(), 5);
+  EXPECT_EQ(m->strides(), (std::vector<int>{4, 8}));
+  m->train();
+  const auto out = m->forward(torch::rand({1, 3, 32, 32}));
+  ASSERT_EQ(out.raw.size(), 2u);
+  EXPECT_EQ(out.raw[0].sizes(), (std::vector<int64_t>{1, 3, 8, 8, 10}));
+  EXPECT_NE(m->summary().find("Model summary"), std::string::npos);
+}
+
+TEST(Model, ConfigErrorsNameFileAndLine) {
+  std::string e = error_of(std::string(kTiny).replace(std::string(kTiny).find("SPPF"), 4, "Focus"));
+  EXPECT_NE(e.find("bad.yaml:13"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown module 'Focus'"), std::string::npos) << e;
+  e = error_of(std::string(kTiny).replace(std::string(kTiny).find("[64, 6, 2, 2]"), 13,
+                                          "[64, 6, 2, 2, 1, 1, True, 9]"));
+  EXPECT_NE(e.find("bad.yaml:9"), std::string::npos) << e;
+  EXPECT_NE(e.find("arguments"), std::string::npos) << e;
+  e = error_of(std::string(kTiny).replace(std::string(kTiny).find("[-1, 2]"), 7, "[-1, 9]"));
+  EXPECT_NE(e.find("earlier layer"), std::string::npos) << e;
+  e = error_of("nc: 2\ndepth_multiple: 1\nwidth_multiple: 1\nbackbone: []\nhead: []\n");
+  EXPECT_NE(e.find("anchors"), std::string::npos) << e;
+  e = error_of("nc: [\n");
+  EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
+  e = error_of(std::string(kTiny).replace(std::string(kTiny).find("[128]"), 5, "[big]"));
+  EXPECT_NE(e.find("integer"), std::string::npos) << e;
+}
+
+TEST(Model, FusedAndUnfusedOutputsAgree) {
+  DetectionModel m = yolo::build_model(cfg("yolov5n"), 4);
+  // Non-trivial BatchNorm statistics, so fusion has something to fold.
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& b : m->named_buffers()) {
+      if (b.key().find("running_mean") != std::string::npos) b.value().uniform_(-0.2, 0.2);
+      if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 1.5);
+    }
+    for (const auto& p : m->named_parameters()) {
+      if (p.key().find(".bn.") != std::string::npos) p.value().uniform_(0.5, 1.5);
+    }
+  }
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::rand({2, 3, 64, 64});
+  const torch::Tensor before = m->forward(x).pred;
+  const size_t entries_before = m->named_parameters().size();
+  m->fuse();
+  const torch::Tensor after = m->forward(x).pred;
+  EXPECT_LT(m->named_parameters().size(), entries_before);
+  EXPECT_TRUE(torch::allclose(before, after, 1e-4, 1e-4))
+      << "max diff " << (before - after).abs().max().item<float>();
+}

@@ -1,0 +1,24 @@
+#pragma once
+// --device selection as YOLOv5's select_device: '' (first GPU if any, else CPU), 'cpu', '0',
+// '0,1'. Asking for CUDA where there is none, or for a GPU index that does not exist, is an error.
+#include <c10/core/Device.h>
+
+#include <string>
+#include <vector>
+
+namespace yolo {
+
+struct DeviceSelection {
+  c10::Device device{c10::kCPU};
+  std::vector<int> cuda_ids;  // the GPUs named (empty on CPU)
+  std::string description;    // e.g. "CPU" or "CUDA:0 (NVIDIA H100, 81559MiB)"
+};
+
+// `batch_size` > 0 also checks that it divides by the number of GPUs (DataParallel split).
+// Throws UsageError naming --device.
+DeviceSelection select_device(const std::string& spec, int batch_size = 0);
+
+// Parses "0,1" into {0, 1}; "" gives {}. Throws UsageError on anything else.
+std::vector<int> parse_device_ids(const std::string& spec);
+
+}  // namespace yolo

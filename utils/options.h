@@ -1,0 +1,82 @@
+#pragma once
+// The one struct that holds every `train` flag (YOLOv5 v7.0 train.py names and defaults, plus
+// --dist-backend/--dist-timeout). It round-trips through opt.yaml so --resume can restore a run.
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace yolo {
+
+struct Options {
+  std::string weights;  // YOLOv5 defaults to yolov5s.pt (downloaded); we start from scratch.
+  std::string cfg;      // model YAML; empty with empty weights means yolov5s.yaml
+  std::string data = "coco128.yaml";
+  std::string hyp = "hyp.scratch-low.yaml";
+  int epochs = 100;
+  int batch_size = 16;  // total over all ranks
+  int imgsz = 640;
+  bool rect = false;
+  bool resume = false;
+  std::string resume_path;  // empty with resume=true: the latest last.pt under runs/
+  bool nosave = false;
+  bool noval = false;
+  bool noautoanchor = false;
+  bool noplots = false;
+  int evolve = 0;     // generations; 0 = off, bare --evolve = 300
+  std::string cache;  // "", "ram" or "disk"
+  bool image_weights = false;
+  std::string device;
+  bool multi_scale = false;
+  bool single_cls = false;
+  std::string optimizer = "SGD";
+  bool sync_bn = false;
+  int workers = 8;
+  std::string project = "runs/train";
+  std::string name = "exp";
+  bool exist_ok = false;
+  bool quad = false;
+  bool cos_lr = false;
+  double label_smoothing = 0.0;
+  int patience = 100;
+  std::vector<int> freeze{0};
+  int save_period = -1;
+  int seed = 0;
+  int local_rank = -1;
+  std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
+  int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise
+  std::string save_dir;      // set once the run dir is chosen
+
+  // Flags the user gave explicitly on the command line (names without dashes).
+  std::vector<std::string> given;
+  bool was_given(const std::string& flag) const;
+};
+
+// Result of parsing argv: either options, or a help text to print (exit 0).
+struct ParsedTrainArgs {
+  Options opt;
+  bool help = false;
+  std::string help_text;
+};
+
+// Parses train's argv. Throws UsageError (exit 2) naming the flag on unknown flags, malformed or
+// out-of-range values, and (unless told not to) flags whose feature is not implemented yet.
+// Does not touch files.
+ParsedTrainArgs parse_train_args(int argc, const char* const* argv,
+                                 bool reject_unimplemented = true);
+
+// Range and choice checks on values (what parse_train_args runs after parsing); throws UsageError.
+void validate_options(const Options& opt);
+
+// Resolves --cfg/--data/--hyp bare names and checks --weights exists; throws UsageError.
+void resolve_option_files(Options& opt);
+
+// opt.yaml (YOLOv5's key names, e.g. batch_size, sync_bn).
+YAML::Node options_to_yaml(const Options& opt);
+Options options_from_yaml(const YAML::Node& node, const std::string& context);
+void save_options(const Options& opt, const std::string& path);
+Options load_options(const std::string& path);
+
+}  // namespace yolo

@@ -1,0 +1,22 @@
+#pragma once
+// YAML file loading with errors that name the file and line, and typed scalar access that names
+// the key at fault.
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+namespace yolo {
+
+// Parses a YAML file. Throws std::runtime_error "FILE:LINE:COL: yaml syntax error: ..." on bad
+// syntax and "FILE: cannot read" when the file is missing or unreadable.
+YAML::Node load_yaml_file(const std::string& path);
+
+// Writes `node` to `path` atomically (temporary file + rename).
+void save_yaml_file(const YAML::Node& node, const std::string& path);
+
+// Reads `node[key]` as T; throws naming `context` (usually the file) and the key when the value
+// is missing or has the wrong type.
+template <typename T>
+T yaml_get(const YAML::Node& node, const std::string& key, const std::string& context);
+
+}  // namespace yolo
