@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "utils/boxes.h"
+#include "utils/nms.h"
+
+using yolo::NmsOptions;
+
+namespace {
+// One prediction row: xywh, objectness, class scores.
+std::vector<float> row(float x, float y, float w, float h, float obj, std::vector<float> cls) {
+  std::vector<float> r{x, y, w, h, obj};
+  r.insert(r.end(), cls.begin(), cls.end());
+  return r;
+}
+torch::Tensor preds(const std::vector<std::vector<float>>& rows) {
+  std::vector<float> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return torch::tensor(flat).view({1, static_cast<int64_t>(rows.size()), -1});
+}
+}  // namespace
+
+TEST(Boxes, ConversionsAndIou) {
+  const torch::Tensor xywh = torch::tensor({{50.f, 40.f, 20.f, 10.f}});
+  const torch::Tensor xyxy = yolo::xywh2xyxy(xywh);
+  EXPECT_TRUE(torch::allclose(xyxy, torch::tensor({{40.f, 35.f, 60.f, 45.f}})));
+  EXPECT_TRUE(torch::allclose(yolo::xyxy2xywh(xyxy), xywh));
+  const torch::Tensor a = torch::tensor({{0.f, 0.f, 10.f, 10.f}});
+  const torch::Tensor b = torch::tensor({{5.f, 0.f, 15.f, 10.f}, {20.f, 20.f, 30.f, 30.f}});
+  const torch::Tensor iou = yolo::box_iou(a, b);
+  EXPECT_NEAR(iou[0][0].item<float>(), 50.f / 150.f, 1e-5);
+  EXPECT_NEAR(iou[0][1].item<float>(), 0.f, 1e-6);
+}
+
+TEST(Boxes, ScaleBackFromLetterbox) {
+  // 200x100 (w x h) original letterboxed into 320x320: gain 1.6, vertical pad 80.
+  torch::Tensor b = torch::tensor({{32.f, 96.f, 192.f, 176.f}});
+  yolo::scale_boxes(b, 320, 320, 100, 200);
+  EXPECT_TRUE(torch::allclose(b, torch::tensor({{20.f, 10.f, 120.f, 60.f}}), 1e-4, 1e-4)) << b;
+  torch::Tensor c = torch::tensor({{-10.f, -5.f, 500.f, 400.f}});
+  yolo::clip_boxes(c, 100, 200);
+  EXPECT_TRUE(torch::allclose(c, torch::tensor({{0.f, 0.f, 200.f, 100.f}})));
+}
+
+TEST(Nms, GreedySuppression) {
+  const torch::Tensor boxes =
+      torch::tensor({{0.f, 0.f, 10.f, 10.f}, {1.f, 1.f, 11.f, 11.f}, {50.f, 50.f, 60.f, 60.f}});
+  const torch::Tensor scores = torch::tensor({0.8f, 0.9f, 0.3f});
+  const torch::Tensor keep = yolo::nms(boxes, scores, 0.5);
+  ASSERT_EQ(keep.size(0), 2);
+  EXPECT_EQ(keep[0].item<int64_t>(), 1);
+  EXPECT_EQ(keep[1].item<int64_t>(), 2);
+  EXPECT_EQ(yolo::nms(boxes, scores, 0.9).size(0), 3);
+}
+
+TEST(Nms, ConfidenceIsObjectnessTimesClassAndClassesDoNotSuppressEachOther) {
+  const auto p = preds({row(20, 20, 10, 10, 0.9f, {0.9f, 0.1f}),    // conf 0.81, class 0
+                        row(21, 21, 10, 10, 0.8f, {0.1f, 0.9f}),    // conf 0.72, class 1
+                        row(20.5, 20, 10, 10, 0.7f, {0.9f, 0.0f}),  // class 0, overlaps row 0
+                        row(80, 80, 10, 10, 0.2f, {0.5f, 0.5f})});  // conf 0.1 < 0.25
+  NmsOptions o;
+  const auto out = yolo::non_max_suppression(p, o);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].size(0), 2);
+  EXPECT_NEAR(out[0][0][4].item<float>(), 0.81f, 1e-5);
+  EXPECT_EQ(out[0][0][5].item<float>(), 0.f);
+  EXPECT_NEAR(out[0][1][4].item<float>(), 0.72f, 1e-5);
+  EXPECT_EQ(out[0][1][5].item<float>(), 1.f);
+  EXPECT_TRUE(torch::allclose(out[0][0].slice(0, 0, 4), torch::tensor({15.f, 15.f, 25.f, 25.f})));
+  o.agnostic = true;
+  EXPECT_EQ(yolo::non_max_suppression(p, o)[0].size(0), 1);
+  o.agnostic = false;
+  o.classes = {1};
+  const auto only1 = yolo::non_max_suppression(p, o)[0];
+  ASSERT_EQ(only1.size(0), 1);
+  EXPECT_EQ(only1[0][5].item<float>(), 1.f);
+}
+
+TEST(Nms, MultiLabelAndMaxDet) {
+  const auto p = preds({row(20, 20, 10, 10, 1.0f, {0.6f, 0.5f, 0.01f})});
+  NmsOptions o;
+  o.conf_thres = 0.001;
+  o.multi_label = true;
+  const auto out = yolo::non_max_suppression(p, o)[0];
+  ASSERT_EQ(out.size(0), 3);  // every class above 0.001 is its own detection
+  std::vector<std::vector<float>> many;
+  for (int i = 0; i < 50; ++i) many.push_back(row(10.f + 30 * i, 10, 8, 8, 0.9f, {0.9f}));
+  o.max_det = 7;
+  EXPECT_EQ(yolo::non_max_suppression(preds(many), o)[0].size(0), 7);
+}
+
+TEST(Nms, EmptyAndBatched) {
+  NmsOptions o;
+  const auto out = yolo::non_max_suppression(torch::zeros({3, 10, 7}), o);
+  ASSERT_EQ(out.size(), 3u);
+  for (const auto& t : out) EXPECT_EQ(t.sizes(), (std::vector<int64_t>{0, 6}));
+  o.iou_thres = 1.5;
+  EXPECT_THROW(yolo::non_max_suppression(torch::zeros({1, 1, 6}), o), c10::Error);
+}

@@ -1,0 +1,57 @@
+#pragma once
+// YOLOv5 v7.0's ComputeLoss: target assignment across anchors and neighbouring cells, CIoU box
+// loss, objectness BCE against the (detached) IoU, class BCE with label smoothing, optional focal
+// loss, per-level objectness balance. Takes the Detect head's anchors as a plain tensor, so the
+// loss does not depend on models/.
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <vector>
+
+namespace yolo {
+
+struct Hyp;
+
+struct LossGains {
+  double box = 0.05, obj = 1.0, cls = 0.5;  // already scaled by scale_loss_gains
+  double cls_pw = 1.0, obj_pw = 1.0;
+  double anchor_t = 4.0;
+  double fl_gamma = 0.0;
+  double label_smoothing = 0.0;
+};
+
+// train.py's scaling: box *= 3/nl, cls *= nc/80 * 3/nl, obj *= (imgsz/640)^2 * 3/nl.
+LossGains scale_loss_gains(const Hyp& hyp, int nl, int nc, int imgsz, double label_smoothing);
+
+// CIoU of (n, 4) xywh boxes, row by row -> (n).
+at::Tensor bbox_ciou(const at::Tensor& box1, const at::Tensor& box2, double eps = 1e-7);
+
+struct LossTargets {
+  std::vector<at::Tensor> tcls, tbox, anchors;     // per level
+  std::vector<std::array<at::Tensor, 4>> indices;  // per level: image, anchor, gj, gi
+};
+
+struct LossResult {
+  at::Tensor loss;   // (1): (lbox + lobj + lcls) * batch size
+  at::Tensor items;  // (3): lbox, lobj, lcls, detached
+};
+
+class ComputeLoss {
+ public:
+  // anchors: (nl, na, 2) in stride units, as the Detect head keeps them.
+  ComputeLoss(const LossGains& gains, int nc, const at::Tensor& anchors);
+
+  // p: raw maps (bs, na, ny, nx, 5+nc) per level; targets (n, 6): image, class, cx, cy, w, h
+  // (normalised).
+  LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
+  LossTargets build_targets(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
+
+ private:
+  at::Tensor bce(const at::Tensor& logits, const at::Tensor& target, double pos_weight) const;
+  LossGains g_;
+  int nc_, nl_, na_;
+  at::Tensor anchors_;
+  std::vector<double> balance_;
+};
+
+}  // namespace yolo
