@@ -1,0 +1,177 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "utils/checkpoint.h"
+#include "utils/ema.h"
+#include "utils/optim.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+// A miniature Conv+BN+head with YOLOv5-style names.
+struct TinyImpl : torch::nn::Module {
+  TinyImpl() {
+    conv =
+        register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(4));
+    head = register_module("head", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 2, 1)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return head(torch::silu(bn(conv(x)))); }
+  torch::nn::Conv2d conv{nullptr}, head{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+};
+TORCH_MODULE(Tiny);
+
+std::string tmp(const std::string& name) {
+  return (fs::temp_directory_path() / ("yolo_tu_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+void train_step(Tiny& m, torch::optim::Optimizer& opt) {
+  opt.zero_grad();
+  m->forward(torch::rand({2, 3, 8, 8})).pow(2).mean().backward();
+  opt.step();
+}
+}  // namespace
+
+TEST(Ema, DecayRampAndUpdateRule) {
+  torch::manual_seed(0);
+  Tiny model, copy;
+  yolo::ModelEMA ema(copy.ptr(), *model);
+  EXPECT_NEAR(ema.decay_at(1), 0.9999 * (1 - std::exp(-1.0 / 2000)), 1e-12);
+  EXPECT_NEAR(ema.decay_at(100000), 0.9999, 1e-9);
+  const torch::Tensor before = copy->head->weight.clone();
+  EXPECT_TRUE(torch::equal(before, model->head->weight));  // initialised from the model
+  {
+    torch::NoGradGuard g;
+    model->head->weight.add_(1.0);
+  }
+  ema.update(*model);
+  const double d = ema.decay_at(1);
+  EXPECT_TRUE(torch::allclose(copy->head->weight, before * d + (before + 1) * (1 - d), 1e-6, 1e-6));
+  EXPECT_EQ(ema.updates(), 1);
+  EXPECT_FALSE(copy->head->weight.requires_grad());
+}
+
+TEST(Optim, ParameterGroupsAsYolov5) {
+  Tiny m;
+  const auto g = yolo::split_param_groups(*m);
+  EXPECT_EQ(g.bias_names, (std::vector<std::string>{"bn.bias", "head.bias"}));
+  EXPECT_EQ(g.weight_names, (std::vector<std::string>{"conv.weight", "head.weight"}));
+  EXPECT_EQ(g.bn_names, (std::vector<std::string>{"bn.weight"}));
+  auto opt = yolo::make_optimizer("SGD", g, 0.01, 0.937, 5e-4);
+  ASSERT_EQ(opt->param_groups().size(), 3u);
+  auto& o0 = static_cast<torch::optim::SGDOptions&>(opt->param_groups()[0].options());
+  auto& o1 = static_cast<torch::optim::SGDOptions&>(opt->param_groups()[1].options());
+  auto& o2 = static_cast<torch::optim::SGDOptions&>(opt->param_groups()[2].options());
+  EXPECT_TRUE(o0.nesterov());
+  EXPECT_DOUBLE_EQ(o0.weight_decay(), 0.0);
+  EXPECT_DOUBLE_EQ(o1.weight_decay(), 5e-4);
+  EXPECT_DOUBLE_EQ(o2.weight_decay(), 0.0);
+  EXPECT_DOUBLE_EQ(o1.momentum(), 0.937);
+  yolo::set_group_momentum(*opt, 1, 0.8);
+  yolo::set_group_lr(*opt, 0, 0.1);
+  EXPECT_DOUBLE_EQ(yolo::group_momentum(*opt, 1), 0.8);
+  EXPECT_DOUBLE_EQ(yolo::group_lr(*opt, 0), 0.1);
+  auto adamw = yolo::make_optimizer("AdamW", g, 0.001, 0.9, 5e-4);
+  EXPECT_DOUBLE_EQ(
+      static_cast<torch::optim::AdamWOptions&>(adamw->param_groups()[0].options()).weight_decay(),
+      0.0);
+  EXPECT_DOUBLE_EQ(
+      static_cast<torch::optim::AdamWOptions&>(adamw->param_groups()[1].options()).weight_decay(),
+      5e-4);
+  EXPECT_DOUBLE_EQ(yolo::group_momentum(*adamw, 2), 0.9);
+  EXPECT_THROW(yolo::make_optimizer("Lion", g, 0.1, 0.9, 0), std::runtime_error);
+}
+
+TEST(Optim, SchedulesAndWarmupInterpolation) {
+  const auto lin = yolo::lr_lambda(false, 10, 0.01);
+  EXPECT_DOUBLE_EQ(lin(0), 1.0);
+  EXPECT_NEAR(lin(5), 0.505, 1e-12);
+  EXPECT_NEAR(lin(10), 0.01, 1e-12);
+  const auto cos = yolo::lr_lambda(true, 10, 0.1);
+  EXPECT_NEAR(cos(0), 1.0, 1e-12);
+  EXPECT_NEAR(cos(5), 0.55, 1e-12);
+  EXPECT_NEAR(cos(10), 0.1, 1e-12);
+  // Warmup: bias lr falls from warmup_bias_lr, others rise from 0 over nw iterations.
+  EXPECT_DOUBLE_EQ(yolo::interp2(0, 0, 100, 0.1, 0.01), 0.1);
+  EXPECT_NEAR(yolo::interp2(50, 0, 100, 0.1, 0.01), 0.055, 1e-12);
+  EXPECT_DOUBLE_EQ(yolo::interp2(150, 0, 100, 0.0, 0.01), 0.01);
+}
+
+TEST(Optim, StateRoundTripsThroughACheckpoint) {
+  for (const std::string name : {"SGD", "Adam", "AdamW"}) {
+    torch::manual_seed(3);
+    Tiny m;
+    auto opt = yolo::make_optimizer(name, yolo::split_param_groups(*m), 0.01, 0.9, 5e-4);
+    train_step(m, *opt);
+    train_step(m, *opt);
+    yolo::Checkpoint c;
+    c.epoch = 4;
+    c.best_fitness = 0.25;
+    for (const auto& kv : m->named_parameters()) c.model[kv.key()] = kv.value();
+    c.optimizer = yolo::optimizer_state(*opt, name);
+    c.ema_updates = 17;
+    c.opt = "epochs: 5\n";
+    c.hyp = "lr0: 0.01\n";
+    const std::string path = tmp(name + ".pt");
+    yolo::save_checkpoint(c, path);
+    const yolo::Checkpoint r = yolo::load_checkpoint(path);
+    EXPECT_EQ(r.epoch, 4);
+    EXPECT_DOUBLE_EQ(r.best_fitness, 0.25);
+    EXPECT_EQ(r.ema_updates, 17);
+    EXPECT_EQ(r.opt, "epochs: 5\n");
+    EXPECT_EQ(r.model.size(), m->named_parameters().size());
+    ASSERT_TRUE(r.has_optimizer());
+    // A fresh optimizer loaded with the state continues exactly like the original.
+    Tiny m2;
+    {
+      torch::NoGradGuard g;
+      for (const auto& kv : m2->named_parameters())
+        kv.value().copy_(m->named_parameters()[kv.key()]);
+      for (const auto& kv : m2->named_buffers()) kv.value().copy_(m->named_buffers()[kv.key()]);
+    }
+    auto opt2 = yolo::make_optimizer(name, yolo::split_param_groups(*m2), 0.5, 0.1, 5e-4);
+    yolo::load_optimizer_state(*opt2, name, r.optimizer);
+    EXPECT_DOUBLE_EQ(yolo::group_lr(*opt2, 1), 0.01);
+    torch::manual_seed(9);
+    train_step(m, *opt);
+    torch::manual_seed(9);
+    train_step(m2, *opt2);
+    EXPECT_TRUE(torch::allclose(m->conv->weight, m2->conv->weight, 1e-6, 1e-7)) << name;
+    // Stripping removes the optimizer and keeps the rest.
+    yolo::strip_optimizer(path);
+    const yolo::Checkpoint s = yolo::load_checkpoint(path);
+    EXPECT_FALSE(s.has_optimizer());
+    EXPECT_EQ(s.epoch, 4);
+    EXPECT_THROW(yolo::load_optimizer_state(*opt2, name == "SGD" ? "Adam" : "SGD", r.optimizer),
+                 c10::Error);
+    fs::remove(path);
+  }
+}
+
+TEST(Checkpoint, BadFilesGiveClearErrors) {
+  const std::string p = tmp("bad.pt");
+  auto msg = [&] {
+    try {
+      yolo::load_checkpoint(p);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(msg().find("bad.pt"), std::string::npos);
+  std::ofstream(p) << "hello";
+  EXPECT_NE(msg().find("not a checkpoint"), std::string::npos);
+  yolo::Checkpoint c;
+  c.model["w"] = torch::ones({100, 100});
+  yolo::save_checkpoint(c, p);
+  fs::resize_file(p, fs::file_size(p) / 2);
+  EXPECT_NE(msg().find("truncated"), std::string::npos) << msg();
+  fs::remove(p);
+}

@@ -1,0 +1,34 @@
+#pragma once
+// Training checkpoints (DESIGN.md contract): a zip-format pickle of a dict with `epoch`,
+// `best_fitness`, `model` (name -> tensor, the EMA weights), `optimizer` (None once stripped),
+// `ema_updates`, `opt` and `hyp` (YAML text) and `date`. Python's torch.load reads them; writes
+// are atomic (temporary file + rename), so a crash never leaves a broken file.
+#include <ATen/core/ivalue.h>
+
+#include <map>
+#include <string>
+
+namespace yolo {
+
+struct Checkpoint {
+  int64_t epoch = -1;
+  double best_fitness = 0.0;
+  std::map<std::string, at::Tensor> model;
+  c10::IValue optimizer;  // None when stripped
+  int64_t ema_updates = 0;
+  std::string opt;  // opt.yaml text
+  std::string hyp;  // hyp.yaml text
+  std::string date;
+  bool has_optimizer() const { return !optimizer.isNone(); }
+};
+
+void save_checkpoint(const Checkpoint& ckpt, const std::string& path);
+// Throws std::runtime_error naming the file when it is missing, not a checkpoint, or truncated.
+Checkpoint load_checkpoint(const std::string& path);
+// YOLOv5's strip_optimizer: drops the optimizer state and rewrites the file in place.
+void strip_optimizer(const std::string& path);
+
+// Current local time as YOLOv5 writes it (ISO 8601).
+std::string now_iso8601();
+
+}  // namespace yolo
