@@ -1,0 +1,305 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+#include "data/file_lists.h"
+#include "data/image_io.h"
+#include "data/label_cache.h"
+#include "utils/errors.h"
+#include "utils/log.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+namespace {
+
+// Runs fn(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
+template <typename Fn>
+void parallel_for(size_t n, int threads, Fn fn) {
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex m;
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+YoloDataset::YoloDataset(const std::vector<std::string>& sources, DatasetOptions opt)
+    : opt_(std::move(opt)) {
+  if (opt_.cache != "" && opt_.cache != "ram" && opt_.cache != "disk") {
+    throw UsageError("--cache: '" + opt_.cache + "' is not valid; use ram or disk");
+  }
+  if (opt_.imgsz <= 0 || opt_.batch_size <= 0 || opt_.stride <= 0) {
+    throw UsageError("dataset: imgsz, batch size and stride must be positive");
+  }
+  const auto files = list_image_files(sources);
+  const std::string cache_path = label_cache_path(sources, files);
+  // single_cls folds every class to 0, so ids are not checked against nc (which is then 1).
+  const int check_nc = opt_.single_cls ? std::numeric_limits<int>::max() : opt_.nc;
+  LabelScan scan =
+      load_labels(files, cache_path, check_nc, opt_.barrier, opt_.is_rank0, opt_.threads);
+  if (opt_.augment && scan.found == 0) {
+    throw std::runtime_error(cache_path +
+                             ": no labels found, cannot train; put YOLO .txt labels "
+                             "in the labels/ folder matching each images/ folder");
+  }
+  for (auto& r : scan.records) {
+    if (opt_.single_cls) {
+      for (auto& l : r.labels) l.cls = 0;
+    }
+    files_.push_back(std::move(r.image));
+    labels_.push_back(std::move(r.labels));
+    sizes_.emplace_back(r.width, r.height);
+  }
+  if (opt_.rect) make_rect_shapes();
+  indices_.resize(files_.size());
+  std::iota(indices_.begin(), indices_.end(), size_t{0});
+  if (!opt_.cache.empty()) cache_images();
+}
+
+void YoloDataset::make_rect_shapes() {
+  const size_t n = files_.size(), bs = static_cast<size_t>(opt_.batch_size);
+  std::vector<double> ar(n);
+  for (size_t i = 0; i < n; ++i) ar[i] = double(sizes_[i].height) / sizes_[i].width;
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ar[a] < ar[b]; });
+  std::vector<std::string> files;
+  std::vector<Labels> labels;
+  std::vector<cv::Size> sizes;
+  std::vector<double> sorted_ar;
+  for (size_t i : order) {
+    files.push_back(std::move(files_[i]));
+    labels.push_back(std::move(labels_[i]));
+    sizes.push_back(sizes_[i]);
+    sorted_ar.push_back(ar[i]);
+  }
+  files_ = std::move(files), labels_ = std::move(labels), sizes_ = std::move(sizes);
+  const size_t nb = (n + bs - 1) / bs;
+  batch_shapes_.clear();
+  for (size_t b = 0; b < nb; ++b) {
+    const double mini = sorted_ar[b * bs], maxi = sorted_ar[std::min(n, (b + 1) * bs) - 1];
+    double sh = 1, sw = 1;  // (h, w) relative to imgsz
+    if (maxi < 1) {
+      sh = maxi;
+    } else if (mini > 1) {
+      sw = 1 / mini;
+    }
+    auto side = [&](double f) {
+      return static_cast<int>(std::ceil(f * opt_.imgsz / opt_.stride + opt_.pad)) * opt_.stride;
+    };
+    batch_shapes_.emplace_back(side(sw), side(sh));
+  }
+}
+
+void YoloDataset::cache_images() {
+  if (opt_.cache == "ram") {
+    std::vector<cv::Mat> ims(files_.size());
+    std::atomic<size_t> bytes{0};
+    parallel_for(files_.size(), opt_.threads, [&](size_t i) {
+      ims[i] = resize_to_imgsz(read_image(files_[i]), opt_.imgsz, opt_.augment);
+      bytes += ims[i].total() * ims[i].elemSize();
+    });
+    ram_ = std::move(ims);
+    log_info("Cached " + std::to_string(files_.size()) + " images in RAM (" +
+             std::to_string(bytes / (1 << 20)) + " MiB)");
+  } else if (opt_.cache == "disk") {
+    std::atomic<size_t> written{0};
+    try {
+      parallel_for(files_.size(), opt_.threads, [&](size_t i) {
+        const std::string npy = npy_path_for(files_[i]);
+        std::error_code ec;
+        if (fs::exists(npy, ec)) return;
+        if (!folder_writable(fs::path(npy).parent_path().string())) {
+          throw std::runtime_error(fs::path(npy).parent_path().string() + " is not writable");
+        }
+        save_npy(npy, read_image(files_[i]));
+        ++written;
+      });
+    } catch (const std::exception& e) {
+      log_warn("--cache disk: " + std::string(e.what()) + "; images are decoded from the files");
+      opt_.cache.clear();
+      return;
+    }
+    log_info("Disk image cache: " + std::to_string(written) +
+             " .npy files written next to the "
+             "images, " +
+             std::to_string(files_.size() - written) + " reused");
+  }
+}
+
+cv::Mat YoloDataset::load_image(size_t i) const {
+  if (!ram_.empty()) return ram_[i];
+  cv::Mat im;
+  if (opt_.cache == "disk") {
+    const std::string npy = npy_path_for(files_[i]);
+    std::error_code ec;
+    im = fs::exists(npy, ec) ? load_npy(npy) : read_image(files_[i]);
+  } else {
+    im = read_image(files_[i]);
+  }
+  return resize_to_imgsz(im, opt_.imgsz, opt_.augment);
+}
+
+Sample YoloDataset::get(size_t index, Rng& rng) const {
+  if (index >= indices_.size()) {
+    throw std::out_of_range("dataset index " + std::to_string(index) + " >= size " +
+                            std::to_string(indices_.size()));
+  }
+  try {
+    return get_unchecked(indices_[index], rng);
+  } catch (const std::exception& e) {
+    const std::string& path = files_[indices_[index]];
+    const std::string what = e.what();
+    if (what.find(path) != std::string::npos) throw;
+    throw std::runtime_error(path + ": " + what);
+  }
+}
+
+Sample YoloDataset::get_unchecked(size_t idx, Rng& rng) const {
+  const AugmentHyp& hyp = opt_.hyp;
+  Sample out;
+  out.path = files_[idx];
+  cv::Mat img;
+  PixelBoxes boxes;
+  const bool mosaic = opt_.augment && !opt_.rect && uniform(rng, 0, 1) < hyp.mosaic;
+  if (mosaic) {
+    auto load_mosaic = [&](size_t first, PixelBoxes& mboxes) {
+      std::array<size_t, 4> ids = {first, 0, 0, 0};
+      for (int k = 1; k < 4; ++k) {
+        ids[k] = indices_[static_cast<size_t>(uniform(rng, 0, double(indices_.size())))];
+      }
+      for (int k = 3; k > 0; --k) {  // Fisher-Yates, as random.shuffle
+        std::swap(ids[k], ids[static_cast<size_t>(uniform(rng, 0, k + 1))]);
+      }
+      std::array<cv::Mat, 4> ims;
+      std::array<const Labels*, 4> lbs;
+      for (int k = 0; k < 4; ++k) {
+        ims[k] = load_image(ids[k]);
+        lbs[k] = &labels_[ids[k]];
+      }
+      const cv::Mat canvas = mosaic4(ims, lbs, opt_.imgsz, rng, mboxes);
+      // copy_paste needs segment polygons; box-only labels leave it a no-op as in YOLOv5.
+      return random_perspective(canvas, mboxes, hyp, rng, -opt_.imgsz / 2);
+    };
+    img = load_mosaic(idx, boxes);
+    if (uniform(rng, 0, 1) < hyp.mixup) {
+      PixelBoxes other_boxes;
+      const cv::Mat other =
+          load_mosaic(static_cast<size_t>(uniform(rng, 0, double(files_.size()))), other_boxes);
+      img = mixup(img, boxes, other, other_boxes, rng);
+    }
+  } else {
+    const cv::Mat im = load_image(idx);
+    const cv::Size shape =
+        opt_.rect ? batch_shapes_[idx / opt_.batch_size] : cv::Size(opt_.imgsz, opt_.imgsz);
+    LetterboxResult lb = letterbox(im, shape, false, false, opt_.augment, opt_.stride);
+    const cv::Size orig = sizes_[idx];
+    out.shape = {orig.height,
+                 orig.width,
+                 float(im.rows) / orig.height * lb.ratio_h,
+                 float(im.cols) / orig.width * lb.ratio_w,
+                 lb.pad_w,
+                 lb.pad_h,
+                 true};
+    boxes = to_pixel_boxes(labels_[idx], lb.ratio_w * im.cols, lb.ratio_h * im.rows, lb.pad_w,
+                           lb.pad_h);
+    img = lb.image;
+    if (opt_.augment) img = random_perspective(img, boxes, hyp, rng, 0);
+    if (img.datastart == im.datastart) img = img.clone();  // never modify a cached image
+  }
+  out.labels = to_labels(boxes, float(img.cols), float(img.rows));
+  if (opt_.augment) {
+    augment_hsv(img, hyp.hsv_h, hyp.hsv_s, hyp.hsv_v, rng);
+    if (uniform(rng, 0, 1) < hyp.flipud) flip_ud(img, out.labels);
+    if (uniform(rng, 0, 1) < hyp.fliplr) flip_lr(img, out.labels);
+  }
+  out.image = std::move(img);
+  return out;
+}
+
+void YoloDataset::set_indices(std::vector<size_t> indices) {
+  if (indices.size() != files_.size()) {
+    throw std::invalid_argument("set_indices: expected " + std::to_string(files_.size()) +
+                                " indices, got " + std::to_string(indices.size()));
+  }
+  for (size_t i : indices) {
+    if (i >= files_.size()) throw std::out_of_range("set_indices: index out of range");
+  }
+  indices_ = std::move(indices);
+}
+
+std::vector<double> class_weights(const std::vector<Labels>& labels, int nc) {
+  std::vector<double> w(static_cast<size_t>(nc), 0.0);
+  for (const auto& ls : labels) {
+    for (const auto& l : ls) {
+      const int c = static_cast<int>(l.cls);
+      if (c >= 0 && c < nc) w[c] += 1;
+    }
+  }
+  double sum = 0;
+  for (auto& x : w) {
+    x = 1.0 / (x == 0 ? 1.0 : x);
+    sum += x;
+  }
+  for (auto& x : w) x /= sum;
+  return w;
+}
+
+std::vector<double> image_weights(const std::vector<Labels>& labels, int nc,
+                                  const std::vector<double>& cw) {
+  std::vector<double> out;
+  out.reserve(labels.size());
+  for (const auto& ls : labels) {
+    double s = 0;
+    for (const auto& l : ls) {
+      const int c = static_cast<int>(l.cls);
+      if (c >= 0 && c < nc && c < static_cast<int>(cw.size())) s += cw[c];
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<size_t> weighted_indices(const std::vector<double>& weights, size_t n, Rng& rng) {
+  std::vector<double> cum(weights.size());
+  std::partial_sum(weights.begin(), weights.end(), cum.begin());
+  const double total = cum.empty() ? 0 : cum.back();
+  std::vector<size_t> out(n);
+  for (auto& o : out) {
+    if (total <= 0) {  // all weights zero: uniform, rather than failing the epoch
+      o = static_cast<size_t>(uniform(rng, 0, double(weights.size())));
+      continue;
+    }
+    const double x = uniform(rng, 0, total);
+    o = std::min<size_t>(std::upper_bound(cum.begin(), cum.end(), x) - cum.begin(),
+                         weights.size() - 1);
+  }
+  return out;
+}
+
+}  // namespace yolo

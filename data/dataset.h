@@ -1,0 +1,102 @@
+#pragma once
+// YOLOv5 v7.0's LoadImagesAndLabels: the checked image list of one split, its labels and sizes,
+// optional image caching, rect batch shapes, and one training or validation sample at a time.
+#include <functional>
+#include <opencv2/core.hpp>
+#include <string>
+#include <vector>
+
+#include "data/augment.h"
+#include "data/labels.h"
+
+namespace yolo {
+
+struct DatasetOptions {
+  int imgsz = 640;
+  int batch_size = 16;   // for rect batch shapes
+  bool augment = false;  // training transforms (mosaic, perspective, HSV, flips)
+  bool rect = false;     // rectangular batches (sorted by aspect ratio; no mosaic)
+  bool single_cls = false;
+  int stride = 32;
+  double pad = 0.0;   // rect padding in strides (YOLOv5: 0.0 train, 0.5 val)
+  std::string cache;  // "", "ram" or "disk"
+  AugmentHyp hyp;
+  int nc = 80;                    // class ids must be below this (not checked with single_cls)
+  int threads = 0;                // for checking labels and caching images; 0 = hardware threads
+  std::function<void()> barrier;  // see load_labels: rank 0 builds the cache, others wait
+  bool is_rank0 = true;
+};
+
+// How a sample's pixels relate to the original image: original size and the scale and padding
+// applied (box_orig = (box - pad) / ratio). `valid` is false for mosaic samples.
+struct ShapeInfo {
+  int h0 = 0, w0 = 0;
+  float ratio_h = 1, ratio_w = 1;
+  float pad_w = 0, pad_h = 0;
+  bool valid = false;
+};
+
+struct Sample {
+  cv::Mat image;  // 8-bit BGR, owned (never aliases a cached image)
+  Labels labels;  // normalised to `image`
+  std::string path;
+  ShapeInfo shape;
+};
+
+class YoloDataset {
+ public:
+  // Lists images from `sources` (see list_image_files), loads checked labels through the label
+  // cache, and caches images when opt.cache is set. Throws std::runtime_error naming the source
+  // or file on errors, UsageError for a bad opt.cache value.
+  YoloDataset(const std::vector<std::string>& sources, DatasetOptions opt);
+
+  size_t size() const { return files_.size(); }
+  const DatasetOptions& options() const { return opt_; }
+  const std::vector<std::string>& image_files() const { return files_; }
+  const std::vector<Labels>& labels() const { return labels_; }
+  // Original image sizes (width x height).
+  const std::vector<cv::Size>& image_sizes() const { return sizes_; }
+  // Rect batch shapes (w x h) by batch number; empty unless opt.rect.
+  const std::vector<cv::Size>& batch_shapes() const { return batch_shapes_; }
+
+  // The image resized so its longest side is imgsz (from the RAM cache, .npy disk cache or the
+  // file). May alias the RAM cache: do not modify it in place. Throws naming the file.
+  cv::Mat load_image(size_t i) const;
+
+  // Sample `index` (remapped through set_indices), transformed with randomness from `rng`.
+  // Exceptions carry the image path.
+  Sample get(size_t index, Rng& rng) const;
+
+  // Index remapping used by image-weighted sampling (identity by default): sample i is image
+  // indices[i]. Call only while no loader epoch runs (after the epoch's last batch, or after
+  // DataLoader::stop()). Throws std::invalid_argument on a wrong size or index.
+  void set_indices(std::vector<size_t> indices);
+  const std::vector<size_t>& indices() const { return indices_; }
+
+ private:
+  void make_rect_shapes();
+  void cache_images();
+  Sample get_unchecked(size_t index, Rng& rng) const;
+
+  DatasetOptions opt_;
+  std::vector<std::string> files_;
+  std::vector<Labels> labels_;
+  std::vector<cv::Size> sizes_;  // width x height of the originals
+  std::vector<cv::Size> batch_shapes_;
+  std::vector<size_t> indices_;
+  std::vector<cv::Mat> ram_;  // resized images with --cache ram
+};
+
+// YOLOv5's labels_to_class_weights: inverse class frequency, normalised to sum 1 (classes with no
+// labels count as 1).
+std::vector<double> class_weights(const std::vector<Labels>& labels, int nc);
+
+// YOLOv5's labels_to_image_weights: per image, sum over its labels of the class weight.
+std::vector<double> image_weights(const std::vector<Labels>& labels, int nc,
+                                  const std::vector<double>& class_weights);
+
+// n indices drawn with replacement with probability proportional to `weights`
+// (random.choices(range(n), weights, k=n)).
+std::vector<size_t> weighted_indices(const std::vector<double>& weights, size_t n, Rng& rng);
+
+}  // namespace yolo

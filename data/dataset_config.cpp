@@ -1,0 +1,212 @@
+#include "data/dataset_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include "data/download.h"
+#include "data/shapes_dataset.h"
+#include "utils/log.h"
+#include "utils/paths.h"
+#include "utils/yaml_io.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+namespace {
+
+std::string where(const std::string& file, const YAML::Node& node) {
+  return file + ":" + std::to_string(node.Mark().line + 1);
+}
+
+std::vector<std::string> read_sources(const YAML::Node& node, const std::string& key,
+                                      const std::string& file, const fs::path& root) {
+  std::vector<std::string> raw;
+  const YAML::Node v = node[key];
+  if (!v || v.IsNull()) return {};
+  try {
+    if (v.IsScalar()) {
+      raw.push_back(v.as<std::string>());
+    } else if (v.IsSequence()) {
+      for (const auto& x : v) raw.push_back(x.as<std::string>());
+    } else {
+      throw std::runtime_error("");
+    }
+  } catch (const std::exception&) {
+    throw std::runtime_error(where(file, v) + ": '" + key +
+                             "' must be a folder, a .txt image list, or a list of those");
+  }
+  std::vector<std::string> out;
+  for (const auto& r : raw) {
+    fs::path p(r);
+    if (p.is_relative()) {
+      fs::path x = root / p;
+      // YOLOv5 also accepts "../x" written relative to the YAML's old location.
+      std::error_code ec;
+      if (!fs::exists(x, ec) && r.rfind("../", 0) == 0 && fs::exists(root / r.substr(3), ec)) {
+        x = root / r.substr(3);
+      }
+      p = x;
+    }
+    out.push_back(p.lexically_normal().string());
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& DatasetConfig::split(const std::string& name) const {
+  if (name == "train") return train;
+  if (name == "val") return val;
+  if (name == "test") return test;
+  throw std::runtime_error("unknown dataset split '" + name + "' (use train, val or test)");
+}
+
+DatasetConfig load_dataset_config(const std::string& yaml_path) {
+  const YAML::Node node = load_yaml_file(yaml_path);
+  if (!node.IsMap()) throw std::runtime_error(yaml_path + ": a dataset YAML must be a mapping");
+  DatasetConfig cfg;
+  cfg.yaml_path = yaml_path;
+
+  // path: YAML folder first, then the working dir (YOLOv5 uses its repo root instead).
+  const fs::path yaml_dir = fs::absolute(fs::path(yaml_path)).parent_path();
+  std::string path_value;
+  if (node["path"] && !node["path"].IsNull())
+    path_value = yaml_get<std::string>(node, "path", yaml_path);
+  fs::path root(path_value);
+  if (path_value.empty()) {
+    root = yaml_dir;  // YOLOv5 falls back to its repo root; the YAML's folder is our analogue
+  } else if (root.is_relative()) {
+    // First existing of: the YAML's folder, the working dir, the project root (YOLOv5's rule);
+    // when none exists yet (data to generate or download) the YAML's folder.
+    std::error_code ec;
+    const fs::path candidates[] = {yaml_dir / root, fs::absolute(root),
+                                   fs::path(project_root()) / root};
+    fs::path chosen = candidates[0];
+    for (const auto& c : candidates) {
+      if (fs::exists(c, ec)) {
+        chosen = c;
+        break;
+      }
+    }
+    root = chosen;
+  }
+  cfg.root = root.lexically_normal().string();
+  if (cfg.root.size() > 1 && cfg.root.back() == '/') cfg.root.pop_back();
+
+  for (const char* key : {"train", "val"}) {
+    if (!node[key] || node[key].IsNull()) {
+      throw std::runtime_error(yaml_path + ": missing key '" + key +
+                               "' (a folder or .txt list of images)");
+    }
+  }
+  cfg.train = read_sources(node, "train", yaml_path, root);
+  cfg.val = read_sources(node, "val", yaml_path, root);
+  cfg.test = read_sources(node, "test", yaml_path, root);
+
+  const YAML::Node names = node["names"];
+  if (names && names.IsSequence()) {
+    for (const auto& n : names) cfg.names.push_back(n.as<std::string>());
+  } else if (names && names.IsMap()) {
+    std::map<int, std::string> by_id;
+    for (const auto& kv : names) {
+      int id = -1;
+      try {
+        id = kv.first.as<int>();
+      } catch (const YAML::Exception&) {
+        throw std::runtime_error(where(yaml_path, kv.first) +
+                                 ": names keys must be class ids 0.."
+                                 "nc-1, got '" +
+                                 kv.first.Scalar() + "'");
+      }
+      by_id[id] = kv.second.as<std::string>();
+    }
+    int expect = 0;
+    for (const auto& [id, name] : by_id) {
+      if (id != expect) {
+        throw std::runtime_error(where(yaml_path, names) + ": names must map every id 0.." +
+                                 std::to_string(by_id.size() - 1) + "; id " +
+                                 std::to_string(expect) + " is missing");
+      }
+      cfg.names.push_back(name);
+      ++expect;
+    }
+  } else if (node["nc"]) {
+    const int nc = yaml_get<int>(node, "nc", yaml_path);
+    for (int i = 0; i < nc; ++i) cfg.names.push_back("class" + std::to_string(i));
+  } else {
+    throw std::runtime_error(yaml_path + ": missing key 'names' (a list, or a {id: name} map)");
+  }
+  cfg.nc = static_cast<int>(cfg.names.size());
+  if (node["nc"]) {
+    const int nc = yaml_get<int>(node, "nc", yaml_path);
+    if (nc != cfg.nc) {
+      throw std::runtime_error(where(yaml_path, node["nc"]) + ": nc is " + std::to_string(nc) +
+                               " but names lists " + std::to_string(cfg.nc) +
+                               " classes; make them agree");
+    }
+  }
+  if (cfg.nc <= 0) throw std::runtime_error(yaml_path + ": names is empty; list the classes");
+  if (node["download"] && node["download"].IsScalar()) cfg.download = node["download"].Scalar();
+  if (node["generate"]) {
+    cfg.generate = yaml_get<std::string>(node, "generate", yaml_path);
+    if (cfg.generate != "shapes") {
+      throw std::runtime_error(where(yaml_path, node["generate"]) + ": generate: '" + cfg.generate +
+                               "' is unknown (only 'shapes' is supported)");
+    }
+  }
+  return cfg;
+}
+
+namespace {
+
+std::vector<std::string> missing_sources(const DatasetConfig& cfg) {
+  std::vector<std::string> missing;
+  std::error_code ec;
+  for (const auto* split : {&cfg.train, &cfg.val}) {
+    for (const auto& s : *split) {
+      if (!fs::exists(s, ec)) missing.push_back(s);
+    }
+  }
+  return missing;
+}
+
+}  // namespace
+
+void ensure_dataset(const DatasetConfig& cfg, bool is_rank0, const std::function<void()>& barrier) {
+  if (missing_sources(cfg).empty()) {
+    if (barrier) barrier();
+    return;
+  }
+  std::exception_ptr error;
+  if (is_rank0) {
+    try {
+      if (cfg.generate == "shapes") {
+        ensure_shapes_dataset(cfg.root);
+      } else if (!cfg.download.empty()) {
+        download_dataset(cfg.download, cfg.root);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (barrier) barrier();
+  if (error) std::rethrow_exception(error);
+  const auto missing = missing_sources(cfg);
+  if (!missing.empty()) {
+    std::string msg = cfg.yaml_path + ": dataset not found:";
+    for (const auto& m : missing) msg += " " + m;
+    if (cfg.download.empty() && cfg.generate.empty()) {
+      msg += "; put the images there (labels in the matching labels/ folders) or fix 'path'";
+    } else if (!cfg.download.empty() && !is_download_url(cfg.download)) {
+      msg += "; its 'download' entry is not a .zip URL, so fetch the data by hand into " + cfg.root;
+    } else {
+      msg += "; the download did not create them, check the archive layout";
+    }
+    throw std::runtime_error(msg);
+  }
+}
+
+}  // namespace yolo

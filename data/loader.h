@@ -1,0 +1,106 @@
+#pragma once
+// Batches from a YoloDataset on worker threads, in a fixed order: the same seed gives the same
+// batches however the threads are scheduled, because each sample's randomness is seeded from
+// (seed, epoch, position, index) and batches are delivered in sampler order.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/sampler.h"
+
+namespace yolo {
+
+struct Batch {
+  at::Tensor images;   // (bs, 3, h, w) RGB, float32 in 0..1 (or uint8, see float_images)
+  at::Tensor targets;  // (n, 6): image index in batch, class, cx, cy, w, h (normalised)
+  std::vector<std::string> paths;
+  std::vector<ShapeInfo> shapes;  // to map boxes back to the originals (invalid for mosaics)
+};
+
+struct LoaderOptions {
+  int batch_size = 16;  // per rank
+  int workers = 8;      // upper bound; see loader_worker_count
+  int world_size = 1;
+  int rank = 0;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int prefetch = 2;  // finished batches buffered ahead of the consumer (besides those in work)
+  // true: images are float32 in 0..1. false: uint8 0..255 (4x smaller; divide on the device).
+  bool float_images = true;
+};
+
+// YOLOv5's worker count: min(hardware threads / world, batch_size (0 when batch is 1), workers).
+int loader_worker_count(int workers, int batch_size, int world_size);
+
+// Stacks samples into a Batch. Samples of different sizes are padded bottom/right with grey to
+// the largest (their labels re-normalised), so rect batches split across ranks still stack.
+Batch collate(std::vector<Sample>& samples, bool float_images = true);
+
+class DataLoader {
+ public:
+  // A rect dataset forces shuffle off (with a warning), as YOLOv5. Sets cv::setNumThreads(0)
+  // (process-wide) when it starts worker threads.
+  DataLoader(std::shared_ptr<const YoloDataset> dataset, LoaderOptions opt);
+  ~DataLoader();  // stops and joins the workers; never blocks on a full queue
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Starts producing the batches of `epoch` (abandoning any unfinished epoch).
+  void start_epoch(int64_t epoch);
+  // The next batch of the current epoch, or nullopt at its end (the workers are joined then).
+  // A worker's exception (message naming the image) is rethrown here and ends the epoch.
+  std::optional<Batch> next();
+  // Stops the workers of the current epoch (also done by the destructor).
+  void stop();
+
+  size_t num_batches() const;  // per epoch, this rank
+  int workers() const { return workers_; }
+  const DistributedSampler& sampler() const { return sampler_; }
+
+ private:
+  struct Epoch;
+  Batch make_batch(const Epoch& e, size_t b) const;
+
+  std::shared_ptr<const YoloDataset> dataset_;
+  LoaderOptions opt_;
+  DistributedSampler sampler_;
+  int workers_;
+  std::unique_ptr<Epoch> epoch_;
+};
+
+// YOLOv5's create_dataloader arguments.
+struct PipelineConfig {
+  int imgsz = 640;
+  int batch_size = 16;  // per rank
+  int stride = 32;      // the model's largest stride
+  bool augment = false;
+  bool rect = false;
+  bool single_cls = false;
+  double pad = 0.0;  // 0.0 train, 0.5 val
+  std::string cache;
+  AugmentHyp hyp;
+  int nc = 80;
+  int workers = 8;
+  int rank = -1;  // -1 single process (YOLOv5's RANK convention)
+  int world_size = 1;
+  bool shuffle = false;           // training: true (ignored with rect)
+  uint64_t seed = 0;              // the same on every rank
+  std::function<void()> barrier;  // rank 0 builds the label cache while others wait
+};
+
+struct DataPipeline {
+  std::shared_ptr<YoloDataset> dataset;  // non-const: image weights call set_indices
+  std::unique_ptr<DataLoader> loader;
+};
+
+// Dataset + loader as YOLOv5's create_dataloader: batch size capped at the dataset size, worker
+// count from loader_worker_count, a DistributedSampler over world_size ranks, shuffle off for
+// rect. Throws as YoloDataset does.
+DataPipeline create_dataloader(const std::vector<std::string>& sources, const PipelineConfig& cfg);
+
+}  // namespace yolo

@@ -1,0 +1,141 @@
+#include "data/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace yolo {
+namespace {
+
+bool ends_with_jpeg_marker(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() < 2) return false;
+  in.seekg(-2, std::ios::end);
+  unsigned char tail[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(tail), 2);
+  return tail[0] == 0xFF && tail[1] == 0xD9;
+}
+
+bool has_ext(const std::string& path, std::initializer_list<const char*> exts) {
+  const auto dot = path.rfind('.');
+  if (dot == std::string::npos) return false;
+  std::string e = path.substr(dot + 1);
+  for (auto& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* x : exts) {
+    if (e == x) return true;
+  }
+  return false;
+}
+
+// Parses one token as a finite float; false on junk, NaN or inf.
+bool parse_float(const std::string& tok, float& out) {
+  char* end = nullptr;
+  const float v = std::strtof(tok.c_str(), &end);
+  if (end == tok.c_str() || *end != '\0' || !std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
+
+// Returns an error message, or "" when the label file is fine.
+std::string parse_labels(const std::string& label_path, int nc, Labels& out, int& duplicates) {
+  std::ifstream in(label_path);
+  if (!in) return "cannot read label file " + label_path;
+  std::string line;
+  int line_no = 0;
+  std::set<std::tuple<float, float, float, float, float>> seen;
+  duplicates = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::istringstream ss(line);
+    std::vector<std::string> toks;
+    for (std::string t; ss >> t;) toks.push_back(t);
+    if (toks.empty()) continue;
+    const std::string at = label_path + ":" + std::to_string(line_no) + ": ";
+    std::vector<float> v(toks.size());
+    for (size_t i = 0; i < toks.size(); ++i) {
+      if (!parse_float(toks[i], v[i])) {
+        return at + "value '" + toks[i] + "' is not a finite number";
+      }
+    }
+    Label lb;
+    if (v.size() == 5) {
+      lb = {v[0], v[1], v[2], v[3], v[4]};
+    } else if (v.size() > 6 && v.size() % 2 == 1) {  // polygon: class x1 y1 x2 y2 ...
+      float x1 = 1e9f, y1 = 1e9f, x2 = -1e9f, y2 = -1e9f;
+      for (size_t i = 1; i + 1 < v.size(); i += 2) {
+        x1 = std::min(x1, v[i]), x2 = std::max(x2, v[i]);
+        y1 = std::min(y1, v[i + 1]), y2 = std::max(y2, v[i + 1]);
+      }
+      lb = {v[0], (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1};
+      v = {lb.cls, lb.cx, lb.cy, lb.w, lb.h};
+    } else {
+      return at + "labels need 5 columns (class cx cy w h), found " + std::to_string(v.size());
+    }
+    for (float x : v) {
+      if (x < 0) return at + "negative label value " + std::to_string(x);
+    }
+    for (size_t i = 1; i < v.size(); ++i) {
+      if (v[i] > 1) {
+        return at + "coordinate " + std::to_string(v[i]) +
+               " is out of bounds (must be normalised to 0..1)";
+      }
+    }
+    if (lb.cls != std::floor(lb.cls)) return at + "class id " + toks[0] + " is not an integer";
+    if (lb.cls >= nc) {
+      return at + "class id " + toks[0] + " exceeds the dataset's nc=" + std::to_string(nc) +
+             " (valid ids 0.." + std::to_string(nc - 1) + ")";
+    }
+    if (!seen.insert({lb.cls, lb.cx, lb.cy, lb.w, lb.h}).second) {
+      ++duplicates;
+      continue;
+    }
+    out.push_back(lb);
+  }
+  return "";
+}
+
+}  // namespace
+
+VerifiedImage verify_image_label(const std::string& image_path, const std::string& label_path,
+                                 int nc) {
+  VerifiedImage r;
+  r.image = image_path;
+  auto fail = [&](const std::string& why) {
+    r.corrupt = true;
+    r.labels.clear();
+    r.message = "ignoring corrupt image/label " + image_path + ": " + why;
+    return r;
+  };
+  const cv::Mat im = cv::imread(image_path, cv::IMREAD_COLOR);  // applies EXIF orientation
+  if (im.empty()) return fail("cannot read or decode the image");
+  r.height = im.rows;
+  r.width = im.cols;
+  if (r.height < 10 || r.width < 10) {
+    return fail("image size " + std::to_string(r.width) + "x" + std::to_string(r.height) +
+                " is under 10 pixels");
+  }
+  if (has_ext(image_path, {"jpg", "jpeg"}) && !ends_with_jpeg_marker(image_path)) {
+    return fail("truncated JPEG (no FFD9 end marker); re-save or remove the file");
+  }
+  std::ifstream probe(label_path);
+  if (!probe) {
+    r.label_missing = true;
+    return r;
+  }
+  probe.close();
+  int duplicates = 0;
+  const std::string err = parse_labels(label_path, nc, r.labels, duplicates);
+  if (!err.empty()) return fail(err);
+  if (duplicates > 0) {
+    r.message = image_path + ": " + std::to_string(duplicates) + " duplicate labels removed";
+  }
+  r.label_empty = r.labels.empty();
+  return r;
+}
+
+}  // namespace yolo

@@ -1,0 +1,435 @@
+// YoloDataset samples (train and val paths, rect shapes, caches, image weights) and the
+// threaded DataLoader (determinism, shapes, shutdown, error propagation).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "data/image_io.h"
+#include "data/loader.h"
+#include "test_helpers.h"
+
+namespace fs = std::filesystem;
+using namespace yolo;
+using yolo::test::colour_bbox;
+using yolo::test::make_split;
+using yolo::test::TempDir;
+using yolo::test::write_image;
+using yolo::test::write_text;
+
+namespace {
+
+DatasetOptions val_options(int imgsz = 64) {
+  DatasetOptions o;
+  o.imgsz = imgsz;
+  o.batch_size = 4;
+  o.nc = 2;
+  o.hyp = AugmentHyp::none();
+  o.threads = 2;
+  return o;
+}
+
+DatasetOptions train_options(int imgsz = 64) {
+  DatasetOptions o = val_options(imgsz);
+  o.augment = true;
+  o.hyp = AugmentHyp();
+  o.hyp.hsv_h = o.hyp.hsv_s = o.hyp.hsv_v = 0;  // keep the box colour for pixel checks
+  o.hyp.flipud = 0.5;
+  o.hyp.mixup = 0.0;
+  o.hyp.degrees = 10;
+  return o;
+}
+
+const cv::Scalar kRed(0, 0, 255);
+
+}  // namespace
+
+TEST(Dataset, ValSampleMapsBackToOriginal) {
+  TempDir d;
+  make_split(d.path(), "val", 3, 96, 64);
+  YoloDataset ds({d / "images/val"}, val_options(64));
+  ASSERT_EQ(ds.size(), 3u);
+  Rng rng(0);
+  const Sample s = ds.get(1, rng);
+  EXPECT_EQ(s.image.size(), cv::Size(64, 64));
+  ASSERT_TRUE(s.shape.valid);
+  EXPECT_EQ(s.shape.h0, 64);
+  EXPECT_EQ(s.shape.w0, 96);
+  ASSERT_EQ(s.labels.size(), 1u);
+  const Label& l = s.labels[0];
+  const cv::Rect px = colour_bbox(s.image, kRed);
+  EXPECT_NEAR((l.cx - l.w / 2) * 64, px.x, 1.0);
+  EXPECT_NEAR((l.cy + l.h / 2) * 64, px.y + px.height, 1.0);
+  // Back to original pixels: (x - pad) / ratio.
+  const Label& orig = ds.labels()[1][0];
+  const float x1 = ((l.cx - l.w / 2) * 64 - s.shape.pad_w) / s.shape.ratio_w;
+  const float y1 = ((l.cy - l.h / 2) * 64 - s.shape.pad_h) / s.shape.ratio_h;
+  EXPECT_NEAR(x1, (orig.cx - orig.w / 2) * 96, 0.01);
+  EXPECT_NEAR(y1, (orig.cy - orig.h / 2) * 64, 0.01);
+}
+
+TEST(Dataset, TrainSamplesKeepBoxesOnPixels) {
+  TempDir d;
+  make_split(d.path(), "train", 6, 80, 64);
+  auto opt = train_options(64);
+  YoloDataset ds({d / "images/train"}, opt);
+  int mosaics = 0, checked = 0;
+  for (size_t i = 0; i < 24; ++i) {
+    Rng rng(i);
+    const Sample s = ds.get(i % ds.size(), rng);
+    EXPECT_EQ(s.image.size(), cv::Size(64, 64));
+    mosaics += !s.shape.valid;
+    for (const auto& l : s.labels) {
+      // Within the label box (grown 3 px), red pixels reach the box edges.
+      const cv::Rect2f r((l.cx - l.w / 2) * 64, (l.cy - l.h / 2) * 64, l.w * 64, l.h * 64);
+      const cv::Rect roi =
+          cv::Rect(int(r.x) - 3, int(r.y) - 3, int(r.width) + 7, int(r.height) + 7) &
+          cv::Rect(0, 0, 64, 64);
+      cv::Rect px = colour_bbox(s.image(roi), kRed, 60);
+      ASSERT_FALSE(px.empty());
+      px.x += roi.x, px.y += roi.y;
+      // Another box of the mosaic may touch the grown region, so only check containment/size.
+      EXPECT_GE(px.x, r.x - 3);
+      EXPECT_LE(px.x + px.width, r.x + r.width + 3);
+      // Rotated corners blend with the background, so a few edge pixels fail the colour test.
+      EXPECT_GE(px.width, r.width - 5);
+      EXPECT_GE(px.height, r.height - 5);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(mosaics, 24);  // mosaic probability 1
+  EXPECT_GT(checked, 20);
+}
+
+TEST(Dataset, RectBatchShapes) {
+  TempDir d;
+  make_split(d.path(), "a", 3, 128, 64);  // wide
+  make_split(d.path(), "b", 3, 64, 128);  // tall
+  auto opt = val_options(128);
+  opt.rect = true;
+  opt.batch_size = 3;
+  opt.pad = 0.5;
+  YoloDataset ds({d / "images/a", d / "images/b"}, opt);
+  ASSERT_EQ(ds.batch_shapes().size(), 2u);
+  // Sorted by aspect ratio h/w: the wide images first.
+  EXPECT_EQ(ds.image_sizes()[0], cv::Size(128, 64));
+  EXPECT_EQ(ds.batch_shapes()[0], cv::Size(160, 96));  // ceil(128/32 + .5)*32, ceil(2+.5)*32
+  EXPECT_EQ(ds.batch_shapes()[1], cv::Size(96, 160));
+  Rng rng(0);
+  EXPECT_EQ(ds.get(4, rng).image.size(), cv::Size(96, 160));
+}
+
+TEST(Dataset, CachesGiveTheSameSamples) {
+  TempDir d;
+  make_split(d.path(), "val", 3, 64, 48);
+  auto opt = val_options(64);
+  YoloDataset plain({d / "images/val"}, opt);
+  opt.cache = "ram";
+  YoloDataset ram({d / "images/val"}, opt);
+  opt.cache = "disk";
+  YoloDataset disk({d / "images/val"}, opt);
+  EXPECT_TRUE(fs::exists(d / "images/val/im0.npy"));
+  for (size_t i = 0; i < 3; ++i) {
+    Rng r1(i), r2(i), r3(i);
+    const cv::Mat a = plain.get(i, r1).image, b = ram.get(i, r2).image, c = disk.get(i, r3).image;
+    EXPECT_EQ(cv::norm(a, b, cv::NORM_INF), 0);
+    EXPECT_EQ(cv::norm(a, c, cv::NORM_INF), 0);
+  }
+  const cv::Mat npy = load_npy(d / "images/val/im0.npy");
+  EXPECT_EQ(npy.size(), cv::Size(64, 48));
+  opt.cache = "gpu";
+  EXPECT_THROW(YoloDataset({d / "images/val"}, opt), std::exception);
+}
+
+TEST(Dataset, RamCacheIsNotModifiedByAugmentation) {
+  TempDir d;
+  make_split(d.path(), "train", 2, 64, 64);
+  auto opt = train_options(64);
+  opt.hyp.mosaic = 0;
+  opt.hyp.hsv_v = 0.9;
+  opt.hyp.fliplr = 1;
+  opt.hyp.degrees = 0, opt.hyp.scale = 0, opt.hyp.translate = 0;
+  opt.cache = "ram";
+  YoloDataset ds({d / "images/train"}, opt);
+  const cv::Mat before = ds.load_image(0).clone();
+  for (int k = 0; k < 3; ++k) {
+    Rng rng(k);
+    ds.get(0, rng);
+  }
+  EXPECT_EQ(cv::norm(before, ds.load_image(0), cv::NORM_INF), 0);
+}
+
+TEST(Dataset, SingleClsAndImageWeights) {
+  TempDir d;
+  make_split(d.path(), "train", 4, 32, 32, 2);  // classes 0,1,0,1
+  write_text(d / "labels/train/im2.txt", "1 0.5 0.5 0.2 0.2\n1 0.3 0.3 0.2 0.2\n");
+  auto opt = val_options(32);
+  YoloDataset ds({d / "images/train"}, opt);
+  const auto cw = class_weights(ds.labels(), 2);
+  // counts: class0 = 1, class1 = 4 -> weights 1, 0.25 normalised.
+  EXPECT_NEAR(cw[0], 0.8, 1e-9);
+  EXPECT_NEAR(cw[1], 0.2, 1e-9);
+  const auto iw = image_weights(ds.labels(), 2, cw);
+  EXPECT_NEAR(iw[0], 0.8, 1e-9);
+  EXPECT_NEAR(iw[2], 0.4, 1e-9);
+  Rng rng(1);
+  const auto picks = weighted_indices({0, 1, 0, 3}, 4000, rng);
+  size_t ones = 0, zeros = 0;
+  for (auto p : picks) ones += p == 1, zeros += (p == 0 || p == 2);
+  EXPECT_EQ(zeros, 0u);
+  EXPECT_NEAR(ones / 4000.0, 0.25, 0.03);
+  YoloDataset mapped({d / "images/train"}, opt);
+  mapped.set_indices({3, 3, 3, 3});
+  Rng r(0);
+  EXPECT_EQ(mapped.get(0, r).path, mapped.image_files()[3]);
+  EXPECT_THROW(mapped.set_indices({0}), std::invalid_argument);
+
+  opt.single_cls = true;
+  opt.nc = 1;  // as the trainer passes it; class 1 labels stay valid
+  YoloDataset single({d / "images/train"}, opt);
+  EXPECT_EQ(single.size(), 4u);
+  for (const auto& ls : single.labels()) {
+    for (const auto& l : ls) EXPECT_EQ(l.cls, 0);
+  }
+}
+
+TEST(Loader, WorkerCount) {
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(loader_worker_count(8, 1, 1), 0);
+  EXPECT_EQ(loader_worker_count(0, 16, 1), 0);
+  EXPECT_EQ(loader_worker_count(1, 16, 1), 1);
+  EXPECT_EQ(loader_worker_count(64, 64, 1), cpus);
+  EXPECT_EQ(loader_worker_count(64, 64, cpus * 2), 0);
+}
+
+TEST(Loader, BatchesAreDeterministicAcrossWorkerCounts) {
+  TempDir d;
+  make_split(d.path(), "train", 7, 64, 48);
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
+                                          train_options(64));
+  auto run = [&](int workers) {
+    LoaderOptions o;
+    o.batch_size = 3;
+    o.workers = workers;
+    o.seed = 11;
+    DataLoader loader(ds, o);
+    EXPECT_EQ(loader.num_batches(), 3u);
+    loader.start_epoch(1);
+    std::vector<Batch> out;
+    while (auto b = loader.next()) out.push_back(std::move(*b));
+    return out;
+  };
+  const auto a = run(0), b = run(2), c = run(2);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(a[0].images.sizes(), (std::vector<int64_t>{3, 3, 64, 64}));
+  EXPECT_EQ(a[2].images.size(0), 1);  // 7 = 3 + 3 + 1
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i].images, b[i].images));
+    EXPECT_TRUE(torch::equal(a[i].targets, b[i].targets));
+    EXPECT_TRUE(torch::equal(b[i].images, c[i].images));
+    EXPECT_EQ(a[i].paths, b[i].paths);
+  }
+  EXPECT_GE(a[0].images.min().item<float>(), 0.f);
+  EXPECT_LE(a[0].images.max().item<float>(), 1.f);
+  ASSERT_EQ(a[0].targets.dim(), 2);
+  EXPECT_EQ(a[0].targets.size(1), 6);
+  const auto img_idx = a[0].targets.select(1, 0);
+  EXPECT_LE(img_idx.max().item<float>(), 2.f);
+}
+
+TEST(Loader, ValBatchIsRgbAndOrdered) {
+  TempDir d;
+  make_split(d.path(), "val", 5, 64, 64);
+  auto ds =
+      std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/val"}, val_options(64));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.workers = 2;
+  o.shuffle = false;
+  DataLoader loader(ds, o);
+  loader.start_epoch(0);
+  auto b = loader.next();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->paths[0], ds->image_files()[0]);
+  EXPECT_EQ(b->paths[1], ds->image_files()[1]);
+  ASSERT_EQ(b->targets.size(0), 2);
+  // The box is pure red in BGR: channel 0 (R) is 1 and channel 2 (B) is 0 at its centre.
+  const float cx = b->targets[0][2].item<float>() * 64, cy = b->targets[0][3].item<float>() * 64;
+  EXPECT_NEAR(b->images[0][0][int(cy)][int(cx)].item<float>(), 1.0, 1e-6);
+  EXPECT_NEAR(b->images[0][2][int(cy)][int(cx)].item<float>(), 0.0, 1e-6);
+  EXPECT_TRUE(b->shapes[0].valid);
+  int count = 1;
+  while (loader.next()) ++count;
+  EXPECT_EQ(count, 3);
+  EXPECT_FALSE(loader.next());
+}
+
+TEST(Loader, EarlyDestructionDoesNotHang) {
+  TempDir d;
+  make_split(d.path(), "train", 12, 64, 64);
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
+                                          train_options(64));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int k = 0; k < 3; ++k) {
+    LoaderOptions o;
+    o.batch_size = 2;
+    o.workers = 2;
+    o.prefetch = 1;
+    DataLoader loader(ds, o);
+    loader.start_epoch(0);
+    if (k > 0) loader.next();
+    if (k == 2) loader.start_epoch(1);  // abandons the running epoch
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
+TEST(Loader, WorkerErrorReachesCallerWithFileName) {
+  TempDir d;
+  make_split(d.path(), "val", 6, 32, 32);
+  auto ds =
+      std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/val"}, val_options(32));
+  const std::string victim = ds->image_files()[3];
+  write_text(victim, "not an image any more");
+  for (int workers : {0, 2}) {
+    LoaderOptions o;
+    o.batch_size = 2;
+    o.workers = workers;
+    o.shuffle = false;
+    DataLoader loader(ds, o);
+    loader.start_epoch(0);
+    EXPECT_TRUE(loader.next());
+    try {
+      loader.next();
+      FAIL() << "expected an error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(victim), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(loader.next());  // the epoch ended with the error
+  }
+}
+
+TEST(Loader, DistributedRanksSplitTheData) {
+  TempDir d;
+  make_split(d.path(), "val", 5, 32, 32);
+  auto ds =
+      std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/val"}, val_options(32));
+  std::multiset<std::string> seen;
+  for (int rank = 0; rank < 2; ++rank) {
+    LoaderOptions o;
+    o.batch_size = 2;
+    o.workers = 1;
+    o.world_size = 2;
+    o.rank = rank;
+    DataLoader loader(ds, o);
+    EXPECT_EQ(loader.num_batches(), 2u);
+    loader.start_epoch(0);
+    while (auto b = loader.next()) seen.insert(b->paths.begin(), b->paths.end());
+  }
+  EXPECT_EQ(seen.size(), 6u);  // 5 + 1 padding
+  for (const auto& f : ds->image_files()) EXPECT_GE(seen.count(f), 1u);
+}
+
+TEST(Dataset, DiskCacheInReadOnlyFolderFallsBack) {
+  TempDir d;
+  make_split(d.path(), "val", 2, 32, 32);
+  fs::permissions(d / "images/val",
+                  fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  auto opt = val_options(32);
+  opt.cache = "disk";
+  YoloDataset ds({d / "images/val"}, opt);
+  fs::permissions(d / "images/val", fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_TRUE(ds.options().cache.empty());
+  EXPECT_FALSE(fs::exists(d / "images/val/im0.npy"));
+  Rng rng(0);
+  EXPECT_EQ(ds.get(0, rng).image.size(), cv::Size(32, 32));
+}
+
+TEST(Loader, CollatePadsMixedSizes) {
+  std::vector<Sample> samples(2);
+  samples[0].image = cv::Mat(32, 64, CV_8UC3, cv::Scalar(0, 0, 255));
+  samples[0].labels = {{1, 0.5f, 0.5f, 0.5f, 0.5f}};
+  samples[1].image = cv::Mat(64, 32, CV_8UC3, cv::Scalar(255, 0, 0));
+  const Batch b = collate(samples);
+  EXPECT_EQ(b.images.sizes(), (std::vector<int64_t>{2, 3, 64, 64}));
+  // Same pixels: the box 16..48 x 8..24 now normalises against 64 x 64.
+  EXPECT_NEAR(b.targets[0][2].item<float>(), 0.5, 1e-6);
+  EXPECT_NEAR(b.targets[0][3].item<float>(), 0.25, 1e-6);
+  EXPECT_NEAR(b.targets[0][5].item<float>(), 0.25, 1e-6);
+  EXPECT_NEAR(b.images[0][0][40][10].item<float>(), 114 / 255.0, 1e-6);  // padding
+  EXPECT_NEAR(b.images[1][2][10][10].item<float>(), 1.0, 1e-6);          // blue sample
+  std::vector<Sample> again(1);
+  again[0].image = cv::Mat(8, 8, CV_8UC3, cv::Scalar(10, 20, 30));
+  const Batch u = collate(again, false);
+  EXPECT_EQ(u.images.scalar_type(), torch::kUInt8);
+  EXPECT_EQ(u.images[0][0][3][3].item<int>(), 30);  // R
+  EXPECT_EQ(u.images[0][2][3][3].item<int>(), 10);  // B
+}
+
+TEST(Loader, RectDatasetKeepsOrderAndShapes) {
+  TempDir d;
+  make_split(d.path(), "a", 3, 128, 64);
+  make_split(d.path(), "b", 2, 64, 128);
+  auto opt = val_options(128);
+  opt.rect = true;
+  opt.batch_size = 3;
+  opt.pad = 0.5;
+  auto ds =
+      std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/a", d / "images/b"}, opt);
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.workers = 2;
+  o.shuffle = true;  // forced off for rect
+  DataLoader loader(ds, o);
+  loader.start_epoch(0);
+  auto b0 = loader.next(), b1 = loader.next();
+  ASSERT_TRUE(b0 && b1);
+  EXPECT_EQ(b0->images.sizes(), (std::vector<int64_t>{3, 3, 96, 160}));
+  EXPECT_EQ(b1->images.sizes(), (std::vector<int64_t>{2, 3, 160, 96}));
+  EXPECT_EQ(b0->paths[0], ds->image_files()[0]);
+}
+
+TEST(Loader, CreateDataloaderCapsBatchAndRuns) {
+  TempDir d;
+  make_split(d.path(), "train", 3, 64, 64);
+  PipelineConfig c;
+  c.imgsz = 64;
+  c.batch_size = 16;
+  c.augment = true;
+  c.nc = 2;
+  c.workers = 2;
+  c.shuffle = true;
+  int barriers = 0;
+  c.barrier = [&] { ++barriers; };
+  auto p = create_dataloader({d / "images/train"}, c);
+  EXPECT_EQ(barriers, 1);
+  EXPECT_EQ(p.dataset->size(), 3u);
+  EXPECT_EQ(p.loader->num_batches(), 1u);
+  p.loader->start_epoch(0);
+  auto b = p.loader->next();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->images.size(0), 3);
+  EXPECT_FALSE(p.loader->next());
+}
+
+TEST(Dataset, NpyRoundTripAndBadFiles) {
+  TempDir d;
+  cv::Mat im(7, 13, CV_8UC3);
+  cv::randu(im, cv::Scalar::all(0), cv::Scalar::all(255));
+  save_npy(d / "a.npy", im);
+  EXPECT_EQ(cv::norm(load_npy(d / "a.npy"), im, cv::NORM_INF), 0);
+  EXPECT_EQ(npy_path_for("/x/images/a.b.jpg"), "/x/images/a.b.npy");
+  write_text(d / "bad.npy", "\x93NUMPY garbage");
+  EXPECT_THROW(load_npy(d / "bad.npy"), std::runtime_error);
+  std::string bytes;
+  {
+    std::ifstream in(d / "a.npy", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  write_text(d / "short.npy", bytes.substr(0, bytes.size() - 5));
+  EXPECT_THROW(load_npy(d / "short.npy"), std::runtime_error);
+}

@@ -1,0 +1,122 @@
+// Each verify_image_label failure (YOLOv5 v7.0 verify_image_label, plus class ids >= nc).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <opencv2/imgcodecs.hpp>
+
+#include "data/verify.h"
+#include "test_helpers.h"
+
+using namespace yolo;
+using yolo::test::TempDir;
+using yolo::test::write_image;
+using yolo::test::write_text;
+
+namespace {
+
+struct VerifyFixture : ::testing::Test {
+  TempDir d;
+  std::string img, lbl;
+  void SetUp() override {
+    img = d / "images/a.png";
+    lbl = d / "labels/a.txt";
+    write_image(img, cv::Mat(32, 48, CV_8UC3, cv::Scalar(1, 2, 3)));
+  }
+  VerifiedImage check(const std::string& labels, int nc = 3) {
+    write_text(lbl, labels);
+    return verify_image_label(img, lbl, nc);
+  }
+  void expect_corrupt(const std::string& labels, const std::string& why, int nc = 3) {
+    const auto r = check(labels, nc);
+    EXPECT_TRUE(r.corrupt) << labels;
+    EXPECT_NE(r.message.find(why), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find(img), std::string::npos) << r.message;
+  }
+};
+
+}  // namespace
+
+TEST_F(VerifyFixture, GoodLabels) {
+  const auto r = check("0 0.5 0.5 0.2 0.3\n\n2 0.1 0.2 0.1 0.1\n");
+  EXPECT_FALSE(r.corrupt);
+  EXPECT_EQ(r.width, 48);
+  EXPECT_EQ(r.height, 32);
+  ASSERT_EQ(r.labels.size(), 2u);
+  EXPECT_FLOAT_EQ(r.labels[1].cls, 2);
+  EXPECT_FLOAT_EQ(r.labels[0].h, 0.3f);
+}
+
+TEST_F(VerifyFixture, MissingAndEmptyLabels) {
+  auto r = verify_image_label(img, d / "labels/none.txt", 3);
+  EXPECT_FALSE(r.corrupt);
+  EXPECT_TRUE(r.label_missing);
+  r = check("\n  \n");
+  EXPECT_FALSE(r.corrupt);
+  EXPECT_TRUE(r.label_empty);
+  EXPECT_TRUE(r.labels.empty());
+}
+
+TEST_F(VerifyFixture, BadColumns) { expect_corrupt("0 0.5 0.5 0.2\n", "5 columns"); }
+TEST_F(VerifyFixture, SixColumns) { expect_corrupt("0 0.5 0.5 0.2 0.1 0.3\n", "5 columns"); }
+TEST_F(VerifyFixture, Negative) { expect_corrupt("0 0.5 -0.5 0.2 0.2\n", "negative"); }
+TEST_F(VerifyFixture, OutOfRange) { expect_corrupt("0 0.5 1.5 0.2 0.2\n", "out of bounds"); }
+TEST_F(VerifyFixture, NonNumeric) { expect_corrupt("0 0.5 abc 0.2 0.2\n", "not a finite"); }
+TEST_F(VerifyFixture, NaN) { expect_corrupt("0 nan 0.5 0.2 0.2\n", "not a finite"); }
+TEST_F(VerifyFixture, Inf) { expect_corrupt("0 0.5 0.5 inf 0.2\n", "not a finite"); }
+TEST_F(VerifyFixture, ClassTooLarge) { expect_corrupt("3 0.5 0.5 0.2 0.2\n", "nc=3"); }
+TEST_F(VerifyFixture, ClassNotInteger) { expect_corrupt("1.5 0.5 0.5 0.2 0.2\n", "integer"); }
+
+TEST_F(VerifyFixture, LineNumberInMessage) {
+  expect_corrupt("0 0.5 0.5 0.2 0.2\n0 0.5 0.5 0.2\n", "a.txt:2");
+}
+
+TEST_F(VerifyFixture, DuplicatesRemoved) {
+  const auto r = check("0 0.5 0.5 0.2 0.2\n1 0.5 0.5 0.2 0.2\n0 0.5 0.5 0.2 0.2\n");
+  EXPECT_FALSE(r.corrupt);
+  EXPECT_EQ(r.labels.size(), 2u);
+  EXPECT_NE(r.message.find("duplicate"), std::string::npos);
+}
+
+TEST_F(VerifyFixture, PolygonBecomesBox) {
+  const auto r = check("1 0.1 0.2 0.5 0.2 0.5 0.6 0.1 0.6\n");
+  ASSERT_FALSE(r.corrupt) << r.message;
+  ASSERT_EQ(r.labels.size(), 1u);
+  EXPECT_NEAR(r.labels[0].cx, 0.3, 1e-6);
+  EXPECT_NEAR(r.labels[0].cy, 0.4, 1e-6);
+  EXPECT_NEAR(r.labels[0].w, 0.4, 1e-6);
+  EXPECT_NEAR(r.labels[0].h, 0.4, 1e-6);
+}
+
+TEST(Verify, TinyImage) {
+  TempDir d;
+  write_image(d / "images/t.png", cv::Mat(9, 40, CV_8UC3, cv::Scalar::all(9)));
+  const auto r = verify_image_label(d / "images/t.png", d / "labels/t.txt", 1);
+  EXPECT_TRUE(r.corrupt);
+  EXPECT_NE(r.message.find("under 10"), std::string::npos) << r.message;
+}
+
+TEST(Verify, UndecodableImage) {
+  TempDir d;
+  write_text(d / "images/bad.jpg", "this is not a jpeg");
+  const auto r = verify_image_label(d / "images/bad.jpg", d / "labels/bad.txt", 1);
+  EXPECT_TRUE(r.corrupt);
+  EXPECT_NE(r.message.find("decode"), std::string::npos) << r.message;
+  const auto m = verify_image_label(d / "images/missing.jpg", d / "labels/missing.txt", 1);
+  EXPECT_TRUE(m.corrupt);
+}
+
+TEST(Verify, TruncatedJpeg) {
+  TempDir d;
+  cv::Mat im(64, 64, CV_8UC3);
+  cv::randu(im, cv::Scalar::all(0), cv::Scalar::all(255));
+  std::vector<uchar> buf;
+  cv::imencode(".jpg", im, buf);
+  ASSERT_EQ(buf[buf.size() - 2], 0xFF);
+  ASSERT_EQ(buf.back(), 0xD9);
+  write_text(d / "images/ok.jpg", std::string(buf.begin(), buf.end()));
+  EXPECT_FALSE(verify_image_label(d / "images/ok.jpg", d / "labels/ok.txt", 1).corrupt);
+  write_text(d / "images/cut.jpg", std::string(buf.begin(), buf.end() - 2));
+  const auto r = verify_image_label(d / "images/cut.jpg", d / "labels/cut.txt", 1);
+  EXPECT_TRUE(r.corrupt);
+  EXPECT_NE(r.message.find("FFD9"), std::string::npos) << r.message;
+}
