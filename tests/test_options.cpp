@@ -34,6 +34,7 @@ std::string usage_error(std::vector<std::string> args) {
 TEST(Options, DefaultsMatchYolov5TrainPy) {
   const Options o = parse({}).opt;
   EXPECT_EQ(o.weights, "");
+  EXPECT_EQ(o.data, "shapes.yaml");
   EXPECT_EQ(o.hyp, "hyp.scratch-low.yaml");
   EXPECT_EQ(o.epochs, 100);
   EXPECT_EQ(o.batch_size, 16);
@@ -132,11 +133,11 @@ TEST(Options, UnknownFlagsAndStrayArgumentsAreRejected) {
 }
 
 TEST(Options, UnimplementedFlagsAreRejectedNotIgnored) {
-  for (const char* f : {"--rect", "--resume", "--evolve", "--cache", "--image-weights",
-                        "--multi-scale", "--quad", "--cos-lr"}) {
+  for (const char* f : {"--resume", "--evolve", "--quad", "--dist-backend=gloo"}) {
     const std::string msg = usage_error({f});
     EXPECT_NE(msg.find("not implemented"), std::string::npos) << f << ": " << msg;
-    EXPECT_NE(msg.find(f), std::string::npos) << f << ": " << msg;
+    EXPECT_NE(msg.find(std::string(f).substr(0, std::string(f).find('='))), std::string::npos)
+        << f << ": " << msg;
   }
 }
 

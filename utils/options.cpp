@@ -11,6 +11,7 @@
 
 #include "utils/errors.h"
 #include "utils/fs_atomic.h"
+#include "utils/log.h"
 #include "utils/paths.h"
 #include "utils/yaml_io.h"
 
@@ -24,10 +25,8 @@ namespace {
 
 // Flags parsed for compatibility whose feature has not landed yet: giving one is an error rather
 // than being silently ignored. Each later feature removes its entry.
-const std::set<std::string> kNotImplementedYet = {
-    "rect",         "resume",     "evolve",       "cache",           "image-weights", "multi-scale",
-    "quad",         "freeze",     "save-period",  "label-smoothing", "cos-lr",        "patience",
-    "noautoanchor", "single-cls", "dist-backend", "dist-timeout"};
+const std::set<std::string> kNotImplementedYet = {"resume", "evolve", "quad", "dist-backend",
+                                                  "dist-timeout"};
 
 bool looks_like_value(const std::string& s) {
   if (s.empty()) return true;
@@ -123,7 +122,7 @@ cxxopts::Options make_cli() {
       "cfg", "model YAML path or bare name (configs/models)",
       cxxopts::value<std::string>()->default_value(""))(
       "data", "dataset YAML path or bare name (configs/data)",
-      cxxopts::value<std::string>()->default_value("coco128.yaml"))(
+      cxxopts::value<std::string>()->default_value("shapes.yaml"))(
       "hyp", "hyperparameters YAML path or bare name (hyp/)",
       cxxopts::value<std::string>()->default_value("hyp.scratch-low.yaml"))(
       "epochs", "total training epochs", cxxopts::value<std::string>()->default_value("100"))(
@@ -170,6 +169,29 @@ cxxopts::Options make_cli() {
 }
 
 }  // namespace
+
+int check_img_size(int imgsz, int stride) {
+  if (imgsz < 1) throw UsageError("--imgsz: must be >= 1 (got " + std::to_string(imgsz) + ")");
+  const int rounded = std::max((imgsz + stride - 1) / stride * stride, 2 * stride);
+  if (rounded != imgsz) {
+    log_warn("--imgsz " + std::to_string(imgsz) + " must be multiple of max stride " +
+             std::to_string(stride) + ", updating to " + std::to_string(rounded));
+  }
+  return rounded;
+}
+
+std::vector<std::string> rewrite_common_aliases(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    const size_t eq = a.find('=');
+    std::string name = a.substr(0, eq), rest = eq == std::string::npos ? "" : a.substr(eq);
+    if (name == "--img" || name == "--img-size") name = "--imgsz";
+    if (name == "--batch") name = "--batch-size";
+    out.push_back(i == 0 ? a : name + rest);
+  }
+  return out;
+}
 
 ParsedTrainArgs parse_train_args(int argc, const char* const* argv, bool reject_unimplemented) {
   const std::vector<std::string> args = normalize_argv(argc, argv);

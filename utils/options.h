@@ -13,7 +13,7 @@ namespace yolo {
 struct Options {
   std::string weights;  // YOLOv5 defaults to yolov5s.pt (downloaded); we start from scratch.
   std::string cfg;      // model YAML; empty with empty weights means yolov5s.yaml
-  std::string data = "coco128.yaml";
+  std::string data = "shapes.yaml";  // the project's generated default data
   std::string hyp = "hyp.scratch-low.yaml";
   int epochs = 100;
   int batch_size = 16;  // total over all ranks
@@ -72,6 +72,14 @@ void validate_options(const Options& opt);
 
 // Resolves --cfg/--data/--hyp bare names and checks --weights exists; throws UsageError.
 void resolve_option_files(Options& opt);
+
+// YOLOv5's check_img_size: rounds `imgsz` up to a multiple of `stride` (at least 2 * stride)
+// with a warning; throws UsageError for sizes that are not positive.
+int check_img_size(int imgsz, int stride);
+
+// Rewrites argv spellings cxxopts lacks: "--img"/"--img-size" -> "--imgsz", "--batch" ->
+// "--batch-size" (also in "--flag=value" form). Used by val and detect.
+std::vector<std::string> rewrite_common_aliases(int argc, const char* const* argv);
 
 // opt.yaml (YOLOv5's key names, e.g. batch_size, sync_bn).
 YAML::Node options_to_yaml(const Options& opt);

@@ -1,4 +1,4 @@
-#include "apps/train/train_setup.h"
+#include "apps/train/train_main.h"
 #include "utils/app_main.h"
 
 int main(int argc, char** argv) {

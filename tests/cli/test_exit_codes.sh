@@ -30,9 +30,7 @@ check 2 "--data" -- "$T" --cfg yolov5n.yaml --data no_such_data.yaml --device cp
 check 2 "--weights" -- "$T" --cfg yolov5n.yaml --weights no_such.pt --device cpu
 check 2 "--device" -- "$T" --cfg yolov5n.yaml --device 7
 check 2 "--device" -- "$T" --cfg yolov5n.yaml --device gpu
-check 2 "not implemented" -- "$T" --rect
-# imgsz is rounded up to the stride with YOLOv5's warning; then the set-up is complete.
-check 1 "updating to 128" -- "$T" --cfg yolov5n.yaml --imgsz 100 --device cpu
+check 2 "not implemented" -- "$T" --quad
 check 0 "--conf-thres" -- "$BIN/val" --help
 check 2 "bogus" -- "$BIN/val" --bogus
 check 0 "--source" -- "$BIN/detect" --help

@@ -1,0 +1,472 @@
+#include "apps/train/trainer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "apps/val/validator.h"
+#include "data/dataset.h"
+#include "data/dataset_config.h"
+#include "data/loader.h"
+#include "models/weights.h"
+#include "models/yolo.h"
+#include "utils/autoanchor.h"
+#include "utils/checkpoint.h"
+#include "utils/device.h"
+#include "utils/ema.h"
+#include "utils/errors.h"
+#include "utils/log.h"
+#include "utils/loss.h"
+#include "utils/optim.h"
+#include "utils/paths.h"
+#include "utils/plots.h"
+#include "utils/yaml_io.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+constexpr int kNominalBatch = 64;  // YOLOv5's nbs
+
+// YOLOv5's EarlyStopping: stop after `patience` epochs without a fitness improvement.
+class EarlyStopping {
+ public:
+  explicit EarlyStopping(int patience) : patience_(patience > 0 ? patience : 1 << 30) {}
+  bool operator()(int epoch, double fitness) {
+    if (fitness >= best_fitness_) {
+      best_epoch_ = epoch;
+      best_fitness_ = fitness;
+    }
+    const int delta = epoch - best_epoch_;
+    possible_stop = delta >= patience_ - 1;
+    const bool stop = delta >= patience_;
+    if (stop) {
+      log_info("Stopping training early as no improvement observed in last " +
+               std::to_string(patience_) + " epochs. Best results observed at epoch " +
+               std::to_string(best_epoch_) + ", best model saved as best.pt.");
+    }
+    return stop;
+  }
+  bool possible_stop = false;
+
+ private:
+  int patience_;
+  int best_epoch_ = 0;
+  double best_fitness_ = 0.0;
+};
+
+std::string yaml_text(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << n;
+  return std::string(e.c_str()) + "\n";
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+const char* kResultKeys[] = {"train/box_loss",
+                             "train/obj_loss",
+                             "train/cls_loss",
+                             "metrics/precision",
+                             "metrics/recall",
+                             "metrics/mAP_0.5",
+                             "metrics/mAP_0.5:0.95",
+                             "val/box_loss",
+                             "val/obj_loss",
+                             "val/cls_loss",
+                             "x/lr0",
+                             "x/lr1",
+                             "x/lr2"};
+
+void append_results_csv(const std::string& path, int epoch, const std::vector<double>& vals) {
+  const bool exists = fs::exists(path);
+  std::ofstream f(path, std::ios::app);
+  if (!f) throw std::runtime_error(path + ": cannot write results");
+  char buf[64];
+  if (!exists) {
+    std::string head;
+    std::snprintf(buf, sizeof(buf), "%20s,", "epoch");
+    head += buf;
+    for (const char* k : kResultKeys) {
+      std::snprintf(buf, sizeof(buf), "%20s,", k);
+      head += buf;
+    }
+    head.pop_back();
+    f << head << "\n";
+  }
+  std::string line;
+  std::snprintf(buf, sizeof(buf), "%20.5g,", static_cast<double>(epoch));
+  line += buf;
+  for (double v : vals) {
+    std::snprintf(buf, sizeof(buf), "%20.5g,", v);
+    line += buf;
+  }
+  line.pop_back();
+  f << line << "\n";
+  if (!f.flush()) throw std::runtime_error(path + ": write failed (disk full?)");
+}
+
+std::string progress_line(int epoch, int epochs, const at::Tensor& mloss, int64_t instances,
+                          int64_t size) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%11s%11s%11.4g%11.4g%11.4g%11lld%11lld",
+                (std::to_string(epoch) + "/" + std::to_string(epochs - 1)).c_str(), "0G",
+                mloss[0].item<double>(), mloss[1].item<double>(), mloss[2].item<double>(),
+                static_cast<long long>(instances), static_cast<long long>(size));
+  return buf;
+}
+
+}  // namespace
+
+TrainSummary train(Options opt) {
+  resolve_option_files(opt);
+  const DeviceSelection dev = select_device(opt.device, opt.batch_size);
+  const torch::Device device = dev.device;
+  log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + dev.description);
+  if (opt.sync_bn) log_warn("--sync-bn is only used in DDP mode; ignored for this single process");
+  torch::manual_seed(opt.seed + 1);  // YOLOv5's init_seeds(seed + 1 + RANK)
+
+  // Hyperparameters and run dir.
+  Hyp hyp = load_hyp(opt.hyp);
+  {
+    std::string s = "hyperparameters: ";
+    bool first = true;
+    for (const auto& k : required_hyp_keys()) {
+      s += (first ? "" : ", ") + k + "=" + fmt("%g", hyp.at(k));
+      first = false;
+    }
+    log_info(s);
+  }
+  opt.save_dir = increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
+  const fs::path save_dir(opt.save_dir), wdir = save_dir / "weights";
+  fs::create_directories(wdir);
+  const std::string last = (wdir / "last.pt").string(), best = (wdir / "best.pt").string();
+  save_yaml_file(hyp_to_yaml(hyp), (save_dir / "hyp.yaml").string());
+  save_options(opt, (save_dir / "opt.yaml").string());
+  const std::string opt_text = yaml_text(options_to_yaml(opt)),
+                    hyp_text = yaml_text(hyp_to_yaml(hyp));
+
+  // Data config.
+  DatasetConfig data = load_dataset_config(opt.data);
+  ensure_dataset(data);
+  std::vector<std::string> names = data.names;
+  int nc = data.nc;
+  if (opt.single_cls) {
+    nc = 1;
+    names = {"item"};
+  }
+
+  // Model.
+  DetectionModel model = build_model(opt.cfg, nc);
+  if (!opt.weights.empty()) load_weights(*model, opt.weights);
+  model->to(device);
+  log_info(model->summary());
+  // Freeze: --freeze 10 freezes layers 0..9, --freeze 0 1 2 those layers.
+  std::vector<int> freeze_layers;
+  if (opt.freeze.size() > 1) {
+    freeze_layers = opt.freeze;
+  } else {
+    for (int i = 0; i < opt.freeze[0]; ++i) freeze_layers.push_back(i);
+  }
+  for (auto& kv : model->named_parameters()) {
+    for (int l : freeze_layers) {
+      if (kv.key().rfind("model." + std::to_string(l) + ".", 0) == 0) {
+        kv.value().set_requires_grad(false);
+        break;
+      }
+    }
+  }
+  const int gs = model->max_stride();
+  const int imgsz = check_img_size(opt.imgsz, gs);
+  const int batch_size = opt.batch_size;
+
+  // Optimizer: nominal batch 64, weight decay scaled accordingly.
+  const int accumulate_target = std::max(
+      static_cast<int>(std::nearbyint(static_cast<double>(kNominalBatch) / batch_size)), 1);
+  hyp.set("weight_decay", hyp.at("weight_decay") * batch_size * accumulate_target / kNominalBatch);
+  const ParamGroups groups = split_param_groups(*model);
+  auto optimizer = make_optimizer(opt.optimizer, groups, hyp.at("lr0"), hyp.at("momentum"),
+                                  hyp.at("weight_decay"));
+  log_info("optimizer: " + opt.optimizer + "(lr=" + fmt("%g", hyp.at("lr0")) +
+           ") with parameter groups " + std::to_string(groups.bn.size()) + " weight(decay=0.0), " +
+           std::to_string(groups.weight.size()) +
+           " weight(decay=" + fmt("%g", hyp.at("weight_decay")) + "), " +
+           std::to_string(groups.bias.size()) + " bias");
+  const auto lf = lr_lambda(opt.cos_lr, opt.epochs, hyp.at("lrf"));
+  const double initial_lr = hyp.at("lr0");
+  for (size_t g = 0; g < 3; ++g) set_group_lr(*optimizer, g, initial_lr * lf(0));
+
+  // Datasets and loaders.
+  AugmentHyp aug = AugmentHyp::from_yaml(load_yaml_file(opt.hyp), opt.hyp);
+  DatasetOptions tr;
+  tr.imgsz = imgsz;
+  tr.batch_size = batch_size;
+  tr.augment = true;
+  tr.rect = opt.rect;
+  tr.single_cls = opt.single_cls;
+  tr.stride = gs;
+  tr.pad = 0.0;
+  tr.cache = opt.cache;
+  tr.hyp = aug;
+  tr.nc = nc;
+  auto train_set = std::make_shared<YoloDataset>(data.train, tr);
+  LoaderOptions tl;
+  tl.batch_size = batch_size;
+  tl.workers = opt.workers;
+  tl.shuffle = !opt.rect;
+  tl.seed = static_cast<uint64_t>(opt.seed);
+  DataLoader train_loader(train_set, tl);
+  DatasetOptions va = tr;
+  va.augment = false;
+  va.rect = true;
+  va.pad = 0.5;
+  va.batch_size = batch_size * 2;
+  va.hyp = AugmentHyp::none();
+  auto val_set = std::make_shared<YoloDataset>(data.val, va);
+  LoaderOptions vl = tl;
+  vl.batch_size = batch_size * 2;
+  vl.shuffle = false;
+  DataLoader val_loader(val_set, vl);
+
+  const bool plots = !opt.noplots;
+  if (plots) {
+    std::vector<std::array<float, 5>> all;
+    for (const auto& ls : train_set->labels()) {
+      for (const auto& l : ls) all.push_back({l.cls, l.cx, l.cy, l.w, l.h});
+    }
+    plot_labels(all, names, (save_dir / "labels.jpg").string());
+  }
+  if (!opt.noautoanchor) {
+    std::vector<std::array<float, 2>> image_wh;
+    std::vector<std::vector<std::array<float, 2>>> labels_wh;
+    for (size_t i = 0; i < train_set->size(); ++i) {
+      const cv::Size sz = train_set->image_sizes()[i];
+      image_wh.push_back({static_cast<float>(sz.width), static_cast<float>(sz.height)});
+      std::vector<std::array<float, 2>> wh;
+      for (const auto& l : train_set->labels()[i]) wh.push_back({l.w, l.h});
+      labels_wh.push_back(std::move(wh));
+    }
+    auto det = model->detect();
+    const at::Tensor stride = det->stride.to(device).view({-1, 1, 1});
+    const AutoAnchorResult aa =
+        check_anchors(image_wh, labels_wh, (det->anchors * stride).cpu(), model->strides(),
+                      hyp.at("anchor_t"), imgsz, static_cast<uint64_t>(opt.seed));
+    log_info(aa.message);
+    if (aa.replaced) {
+      torch::NoGradGuard no_grad;
+      det->anchors.copy_(aa.anchors_px.to(det->anchors.device()) / stride);
+    }
+  }
+
+  // EMA: a second instance of the same model (after AutoAnchor, so it starts with the anchors).
+  DetectionModel ema_model(model->spec());
+  ema_model->to(device);
+  ModelEMA ema(ema_model.ptr(), *model);
+
+  // Loss.
+  const int nl = model->detect()->nl;
+  const LossGains gains = scale_loss_gains(hyp, nl, nc, imgsz, opt.label_smoothing);
+  ComputeLoss compute_loss(gains, nc, model->detect()->anchors);
+
+  const int64_t nb = static_cast<int64_t>(train_loader.num_batches());
+  const int64_t nw = std::max<int64_t>(std::llround(hyp.at("warmup_epochs") * nb), 100);
+  int64_t last_opt_step = -1;
+  double best_fitness = 0.0;
+  EarlyStopping stopper(opt.patience);
+  std::vector<double> results(7, 0.0);
+  std::vector<double> maps(nc, 0.0);  // per-class mAP50-95 of the last validation
+  std::mt19937 ms_rng(static_cast<uint32_t>(opt.seed));
+  const bool tty = ::isatty(STDOUT_FILENO);
+  const std::vector<torch::Tensor> params = model->parameters();
+  ValConfig vcfg;  // per-epoch validation: no plots (YOLOv5 plots the final one)
+  vcfg.names = names;
+  vcfg.save_dir = opt.save_dir;
+
+  log_info("Image sizes " + std::to_string(imgsz) + " train, " + std::to_string(imgsz) +
+           " val\nUsing " + std::to_string(train_loader.workers()) +
+           " dataloader workers\nLogging results to " + opt.save_dir + "\nStarting training for " +
+           std::to_string(opt.epochs) + " epochs...");
+  TrainSummary summary;
+  summary.save_dir = opt.save_dir;
+  const auto t_train = Clock::now();
+  int epoch = 0;
+  for (; epoch < opt.epochs; ++epoch) {
+    model->train();
+    if (opt.image_weights) {  // sample images by the classes the model is worst at
+      std::vector<double> cw = class_weights(train_set->labels(), nc);
+      for (int c = 0; c < nc; ++c) cw[c] *= std::pow(1 - maps[c], 2) / nc;
+      const std::vector<double> iw = image_weights(train_set->labels(), nc, cw);
+      Rng rng(static_cast<uint64_t>(opt.seed) * 1000003 + epoch);
+      train_set->set_indices(weighted_indices(iw, train_set->size(), rng));
+    }
+    train_loader.start_epoch(epoch);
+    at::Tensor mloss = torch::zeros({3});
+    optimizer->zero_grad();
+    char head[128];
+    std::snprintf(head, sizeof(head), "\n%11s%11s%11s%11s%11s%11s%11s", "Epoch", "GPU_mem",
+                  "box_loss", "obj_loss", "cls_loss", "Instances", "Size");
+    log_info(head);
+    double t_data = 0, t_fwd = 0, t_bwd = 0, t_opt = 0;
+    int64_t images = 0;
+    int accumulate = accumulate_target;
+    std::string line;
+    const auto t_epoch = Clock::now();
+    for (int64_t i = 0;; ++i) {
+      auto t0 = Clock::now();
+      std::optional<Batch> batch = train_loader.next();
+      t_data += seconds_since(t0);
+      if (!batch) break;
+      const int64_t ni = i + nb * epoch;
+      at::Tensor imgs = batch->images.to(device, true);
+      const at::Tensor targets = batch->targets.to(device);
+      images += imgs.size(0);
+      if (ni <= nw) {  // warmup
+        accumulate =
+            std::max<int>(1, static_cast<int>(std::nearbyint(interp2(
+                                 ni, 0, nw, 1, static_cast<double>(kNominalBatch) / batch_size))));
+        for (size_t g = 0; g < 3; ++g) {
+          set_group_lr(
+              *optimizer, g,
+              interp2(ni, 0, nw, g == 0 ? hyp.at("warmup_bias_lr") : 0.0, initial_lr * lf(epoch)));
+          set_group_momentum(*optimizer, g,
+                             interp2(ni, 0, nw, hyp.at("warmup_momentum"), hyp.at("momentum")));
+        }
+      }
+      if (opt.multi_scale) {
+        std::uniform_int_distribution<int> d(static_cast<int>(imgsz * 0.5),
+                                             static_cast<int>(imgsz * 1.5) + gs - 1);
+        const int sz = d(ms_rng) / gs * gs;
+        const double sf = static_cast<double>(sz) / std::max(imgs.size(2), imgs.size(3));
+        if (sf != 1) {
+          const int64_t nh = static_cast<int64_t>(std::ceil(imgs.size(2) * sf / gs) * gs);
+          const int64_t nwd = static_cast<int64_t>(std::ceil(imgs.size(3) * sf / gs) * gs);
+          imgs = torch::nn::functional::interpolate(imgs,
+                                                    torch::nn::functional::InterpolateFuncOptions()
+                                                        .size(std::vector<int64_t>{nh, nwd})
+                                                        .mode(torch::kBilinear)
+                                                        .align_corners(false));
+        }
+      }
+      auto t1 = Clock::now();
+      if (plots && ni < 3) {
+        plot_images(imgs, targets, batch->paths, names,
+                    (save_dir / ("train_batch" + std::to_string(ni) + ".jpg")).string());
+      }
+      const ModelOutput out = model->forward(imgs);
+      const LossResult lr = compute_loss(out.raw, targets);
+      t_fwd += seconds_since(t1);
+      auto t2 = Clock::now();
+      lr.loss.backward();
+      t_bwd += seconds_since(t2);
+      if (ni - last_opt_step >= accumulate) {
+        auto t3 = Clock::now();
+        torch::nn::utils::clip_grad_norm_(params, 10.0);
+        optimizer->step();
+        optimizer->zero_grad();
+        ema.update(*model);
+        last_opt_step = ni;
+        t_opt += seconds_since(t3);
+      }
+      mloss = (mloss * i + lr.items.cpu()) / (i + 1);
+      line = progress_line(epoch, opt.epochs, mloss, targets.size(0), imgs.size(3));
+      if (tty && log_enabled()) {
+        std::printf("\r%s %lld/%lld", line.c_str(), static_cast<long long>(i + 1),
+                    static_cast<long long>(nb));
+        std::fflush(stdout);
+      }
+      if (!std::isfinite(lr.items.sum().item<double>())) {
+        throw std::runtime_error("the training loss is not finite at epoch " +
+                                 std::to_string(epoch) + ", batch " + std::to_string(i) +
+                                 " (check the data and learning rate)");
+      }
+    }
+    if (tty && log_enabled()) std::printf("\r");
+    log_info(line);
+    const double t_ep = seconds_since(t_epoch);
+    log_info("  " + std::to_string(images) + " images in " + fmt("%.1f", t_ep) + " s (" +
+             fmt("%.1f", images / std::max(t_ep, 1e-9)) + " img/s): data " + fmt("%.1f", t_data) +
+             " s, forward+loss " + fmt("%.1f", t_fwd) + " s, backward " + fmt("%.1f", t_bwd) +
+             " s, optimizer+EMA " + fmt("%.1f", t_opt) + " s");
+
+    std::vector<double> lrs;
+    for (size_t g = 0; g < 3; ++g) lrs.push_back(group_lr(*optimizer, g));
+    for (size_t g = 0; g < 3; ++g) set_group_lr(*optimizer, g, initial_lr * lf(epoch + 1));
+
+    // Validation and checkpoints.
+    const bool final_epoch = epoch + 1 == opt.epochs || stopper.possible_stop;
+    if (!opt.noval || final_epoch) {
+      const ValResult vr = run_validation(ema_model, val_loader, vcfg, &compute_loss, device);
+      log_info(format_val_table(vr, names, false));
+      results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
+      std::fill(maps.begin(), maps.end(), vr.map);
+      for (size_t k = 0; k < vr.ap.classes.size(); ++k) maps[vr.ap.classes[k]] = vr.ap.ap_mean(k);
+    }
+    const double fi = fitness(results[2], results[3]);
+    const bool stop = stopper(epoch, fi);
+    const bool is_best = fi > best_fitness;
+    if (is_best) best_fitness = fi;
+    std::vector<double> row{mloss[0].item<double>(), mloss[1].item<double>(),
+                            mloss[2].item<double>()};
+    row.insert(row.end(), results.begin(), results.end());
+    row.insert(row.end(), lrs.begin(), lrs.end());
+    append_results_csv((save_dir / "results.csv").string(), epoch, row);
+    if (!opt.nosave || final_epoch) {
+      Checkpoint ck;
+      ck.epoch = epoch;
+      ck.best_fitness = best_fitness;
+      ck.model = state_dict(*ema_model);
+      ck.optimizer = optimizer_state(*optimizer, opt.optimizer);
+      ck.ema_updates = ema.updates();
+      ck.opt = opt_text;
+      ck.hyp = hyp_text;
+      save_checkpoint(ck, last);
+      if (is_best) save_checkpoint(ck, best);
+      if (opt.save_period > 0 && epoch % opt.save_period == 0) {
+        save_checkpoint(ck, (wdir / ("epoch" + std::to_string(epoch) + ".pt")).string());
+      }
+    }
+    summary.epochs_run = epoch + 1;
+    if (stop) break;
+  }
+  log_info("\n" + std::to_string(summary.epochs_run) + " epochs completed in " +
+           fmt("%.3f", seconds_since(t_train) / 3600) + " hours.");
+  // YOLOv5 strips the optimizer from the final weights unless periodic checkpoints were asked for.
+  for (const std::string& f : {last, best}) {
+    if (fs::exists(f) && opt.save_period < 1) strip_optimizer(f);
+  }
+  // Final validation of best.pt with the per-class table.
+  if (fs::exists(best)) {
+    log_info("\nValidating " + best + "...");
+    load_state_dict(*ema_model, load_checkpoint(best).model);
+    ValConfig fcfg = vcfg;
+    fcfg.verbose = true;
+    fcfg.plots = plots;
+    const ValResult vr = run_validation(ema_model, val_loader, fcfg, &compute_loss, device);
+    log_info(format_val_table(vr, names, true));
+    summary.final_results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
+  }
+  if (plots) plot_results((save_dir / "results.csv").string(), (save_dir / "results.png").string());
+  summary.best_fitness = best_fitness;
+  log_info("Results saved to " + opt.save_dir);
+  return summary;
+}
+
+}  // namespace yolo
