@@ -144,47 +144,40 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
           return p->forward(x[0]);
         };
       } else {
-        // Conv, Bottleneck and SPPF repeat as an nn.Sequential when n > 1 (YOLOv5 parse_model).
-        torch::nn::Sequential seq{nullptr};  // used when n > 1
+        // Conv and Bottleneck repeat as an nn.Sequential when n > 1 (YOLOv5 parse_model).
+        torch::nn::Sequential seq{nullptr};
+        auto repeat = [&](auto make) {
+          for (int r = 0; r < n; ++r) {
+            auto m = make(r == 0 ? c1 : c2);
+            if (n == 1) {
+              mod = m.ptr();
+              layer.run = [p = m.ptr()](const std::vector<torch::Tensor>& x) {
+                return p->forward(x[0]);
+              };
+            } else {
+              if (!seq) seq = torch::nn::Sequential();
+              seq->push_back(m);
+            }
+          }
+        };
         if (L.module == "Conv") {
           a.expect_count(1, 7);
           const int k = a.has(1) ? a.integer(1, nc) : 1, s = a.has(2) ? a.integer(2, nc) : 1;
           const int p = a.has(3) ? a.integer(3, nc) : -1, g = a.has(4) ? a.integer(4, nc) : 1;
           const int d = a.has(5) ? a.integer(5, nc) : 1;
           const bool act = a.has(6) ? a.boolean(6) : true;
-          for (int r = 0; r < n; ++r) {
-            Conv c(r == 0 ? c1 : c2, c2, k, s, p, g, d, act);
-            if (n == 1) {
-              mod = c.ptr();
-              layer.run = [p = c.ptr()](const std::vector<torch::Tensor>& x) {
-                return p->forward(x[0]);
-              };
-            } else {
-              if (!seq) seq = torch::nn::Sequential();
-              seq->push_back(c);
-            }
-          }
+          repeat([&](int cin) { return Conv(cin, c2, k, s, p, g, d, act); });
         } else if (L.module == "Bottleneck") {
           a.expect_count(1, 4);
           const bool sc = a.has(1) ? a.boolean(1) : true;
           const int g = a.has(2) ? a.integer(2, nc) : 1;
           const double e = a.has(3) ? a.number(3) : 0.5;
-          for (int r = 0; r < n; ++r) {
-            Bottleneck b(r == 0 ? c1 : c2, c2, sc, g, e);
-            if (n == 1) {
-              mod = b.ptr();
-              layer.run = [p = b.ptr()](const std::vector<torch::Tensor>& x) {
-                return p->forward(x[0]);
-              };
-            } else {
-              if (!seq) seq = torch::nn::Sequential();
-              seq->push_back(b);
-            }
-          }
+          repeat([&](int cin) { return Bottleneck(cin, c2, sc, g, e); });
         } else {  // SPPF
           a.expect_count(1, 2);
-          if (n != 1)
+          if (n != 1) {
             throw std::runtime_error(a.where() + ": SPPF cannot repeat (number must be 1)");
+          }
           SPPF sp(c1, c2, a.has(1) ? a.integer(1, nc) : 5);
           mod = sp.ptr();
           layer.run = [p = sp.ptr()](const std::vector<torch::Tensor>& x) {

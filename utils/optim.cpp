@@ -35,39 +35,32 @@ ParamGroups split_param_groups(const torch::nn::Module& model) {
   return g;
 }
 
+namespace {
+// Groups in YOLOv5's order: biases and BN weights without decay, other weights with it.
+template <typename Opt, typename OptOptions>
+std::unique_ptr<torch::optim::Optimizer> grouped(const ParamGroups& g, const OptOptions& base,
+                                                 double decay) {
+  auto with_decay = std::make_unique<OptOptions>(base);
+  with_decay->weight_decay(decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(g.bias, std::make_unique<OptOptions>(base));
+  groups.emplace_back(g.weight, std::move(with_decay));
+  groups.emplace_back(g.bn, std::make_unique<OptOptions>(base));
+  return std::make_unique<Opt>(std::move(groups), base);
+}
+}  // namespace
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         const ParamGroups& g, double lr,
                                                         double momentum, double decay) {
   using namespace torch::optim;
+  const auto betas = std::make_tuple(momentum, 0.999);
   if (name == "SGD") {
-    auto base = SGDOptions(lr).momentum(momentum).nesterov(true);
-    auto with_decay = std::make_unique<SGDOptions>(base);
-    with_decay->weight_decay(decay);
-    std::vector<OptimizerParamGroup> groups;
-    groups.emplace_back(g.bias, std::make_unique<SGDOptions>(base));
-    groups.emplace_back(g.weight, std::move(with_decay));
-    groups.emplace_back(g.bn, std::make_unique<SGDOptions>(base));
-    return std::make_unique<SGD>(std::move(groups), base);
+    return grouped<SGD>(g, SGDOptions(lr).momentum(momentum).nesterov(true), decay);
   }
-  if (name == "Adam") {
-    auto base = AdamOptions(lr).betas(std::make_tuple(momentum, 0.999));
-    auto with_decay = std::make_unique<AdamOptions>(base);
-    with_decay->weight_decay(decay);
-    std::vector<OptimizerParamGroup> groups;
-    groups.emplace_back(g.bias, std::make_unique<AdamOptions>(base));
-    groups.emplace_back(g.weight, std::move(with_decay));
-    groups.emplace_back(g.bn, std::make_unique<AdamOptions>(base));
-    return std::make_unique<Adam>(std::move(groups), base);
-  }
+  if (name == "Adam") return grouped<Adam>(g, AdamOptions(lr).betas(betas), decay);
   if (name == "AdamW") {
-    auto base = AdamWOptions(lr).betas(std::make_tuple(momentum, 0.999)).weight_decay(0.0);
-    auto with_decay = std::make_unique<AdamWOptions>(base);
-    with_decay->weight_decay(decay);
-    std::vector<OptimizerParamGroup> groups;
-    groups.emplace_back(g.bias, std::make_unique<AdamWOptions>(base));
-    groups.emplace_back(g.weight, std::move(with_decay));
-    groups.emplace_back(g.bn, std::make_unique<AdamWOptions>(base));
-    return std::make_unique<AdamW>(std::move(groups), base);
+    return grouped<AdamW>(g, AdamWOptions(lr).betas(betas).weight_decay(0.0), decay);
   }
   throw std::runtime_error("optimizer '" + name + "' not supported (SGD, Adam, AdamW)");
 }

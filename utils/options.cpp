@@ -193,6 +193,22 @@ std::vector<std::string> rewrite_common_aliases(int argc, const char* const* arg
   return out;
 }
 
+cxxopts::ParseResult parse_app_args(cxxopts::Options& cli, int argc, const char* const* argv,
+                                    const std::string& app) {
+  const std::vector<std::string> args = rewrite_common_aliases(argc, argv);
+  std::vector<const char*> cargs;
+  for (const auto& a : args) cargs.push_back(a.c_str());
+  try {
+    cxxopts::ParseResult r = cli.parse(static_cast<int>(cargs.size()), cargs.data());
+    if (!r.unmatched().empty()) {
+      throw UsageError("unexpected argument '" + r.unmatched()[0] + "' (see " + app + " --help)");
+    }
+    return r;
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + " (see " + app + " --help)");
+  }
+}
+
 ParsedTrainArgs parse_train_args(int argc, const char* const* argv, bool reject_unimplemented) {
   const std::vector<std::string> args = normalize_argv(argc, argv);
   std::vector<const char*> cargs;

@@ -7,6 +7,10 @@
 namespace YAML {
 class Node;
 }
+namespace cxxopts {
+class Options;
+class ParseResult;
+}  // namespace cxxopts
 
 namespace yolo {
 
@@ -76,6 +80,11 @@ void resolve_option_files(Options& opt);
 // YOLOv5's check_img_size: rounds `imgsz` up to a multiple of `stride` (at least 2 * stride)
 // with a warning; throws UsageError for sizes that are not positive.
 int check_img_size(int imgsz, int stride);
+
+// Parses a val/detect command line: rewrites the aliases below, turns cxxopts errors and stray
+// arguments into UsageError naming `app`.
+cxxopts::ParseResult parse_app_args(cxxopts::Options& cli, int argc, const char* const* argv,
+                                    const std::string& app);
 
 // Rewrites argv spellings cxxopts lacks: "--img"/"--img-size" -> "--imgsz", "--batch" ->
 // "--batch-size" (also in "--flag=value" form). Used by val and detect.

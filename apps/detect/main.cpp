@@ -34,21 +34,11 @@ int run(int argc, char** argv) {
       "exist-ok", "existing project/name ok, do not increment")(
       "line-thickness", "bounding box thickness (pixels)",
       cxxopts::value<int>()->default_value("3"))("h,help", "show this help and exit");
-  cxxopts::ParseResult r;
-  try {
-    const std::vector<std::string> args = yolo::rewrite_common_aliases(argc, argv);
-    std::vector<const char*> cargs;
-    for (const auto& a : args) cargs.push_back(a.c_str());
-    r = cli.parse(static_cast<int>(cargs.size()), cargs.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw yolo::UsageError(std::string(e.what()) + " (see detect --help)");
-  }
+  const cxxopts::ParseResult r = yolo::parse_app_args(cli, argc, argv, "detect");
   if (r.count("help")) {
     std::cout << cli.help();
     return 0;
   }
-  if (!r.unmatched().empty())
-    throw yolo::UsageError("unexpected argument '" + r.unmatched()[0] + "'");
   yolo::DetectConfig c;
   c.weights = r["weights"].as<std::string>();
   c.source = r["source"].as<std::string>();

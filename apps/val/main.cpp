@@ -41,21 +41,11 @@ int run(int argc, char** argv) {
       "name", "save to project/name", cxxopts::value<std::string>()->default_value("exp"))(
       "exist-ok", "existing project/name ok, do not increment")("verbose", "report mAP by class")(
       "noplots", "save no plot files")("h,help", "show this help and exit");
-  cxxopts::ParseResult r;
-  try {
-    const std::vector<std::string> args = yolo::rewrite_common_aliases(argc, argv);
-    std::vector<const char*> cargs;
-    for (const auto& a : args) cargs.push_back(a.c_str());
-    r = cli.parse(static_cast<int>(cargs.size()), cargs.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw yolo::UsageError(std::string(e.what()) + " (see val --help)");
-  }
+  const cxxopts::ParseResult r = yolo::parse_app_args(cli, argc, argv, "val");
   if (r.count("help")) {
     std::cout << cli.help();
     return 0;
   }
-  if (!r.unmatched().empty())
-    throw yolo::UsageError("unexpected argument '" + r.unmatched()[0] + "'");
   const std::string task = r["task"].as<std::string>();
   if (task != "val" && task != "test") throw yolo::UsageError("--task: must be val or test");
   const int batch = r["batch-size"].as<int>();
