@@ -18,6 +18,7 @@
 #include "data/shapes_dataset.h"
 #include "models/yolo.h"
 #include "utils/checkpoint.h"
+#include "utils/errors.h"
 #include "utils/hyp.h"
 #include "utils/loss.h"
 #include "utils/optim.h"
@@ -182,6 +183,41 @@ TEST_F(TrainTest, SameSeedGivesSameWeights) {
   const auto wb = yolo::load_checkpoint(b.save_dir + "/weights/last.pt").model;
   ASSERT_EQ(wa.size(), wb.size());
   for (const auto& [k, t] : wa) EXPECT_TRUE(torch::equal(t, wb.at(k))) << k;
+}
+
+// Training 3 epochs straight equals training, stopping after epoch 0, and resuming.
+TEST_F(TrainTest, ResumeGivesTheSameWeights) {
+  const yolo::TrainSummary a = yolo::train(options("straight", 3));
+  yolo::TrainHooks stop_after_first;
+  stop_after_first.on_epoch_end = [](int epoch) {
+    if (epoch == 0) yolo::request_stop();
+  };
+  EXPECT_THROW(yolo::train(options("split", 3), stop_after_first), yolo::TrainingInterrupted);
+  const std::string last = (root_ / "runs/split/weights/last.pt").string();
+  const yolo::Checkpoint mid = yolo::load_checkpoint(last);
+  EXPECT_EQ(mid.epoch, 0);
+  EXPECT_TRUE(mid.has_optimizer());
+  yolo::Options r;
+  r.resume = true;
+  r.resume_path = last;
+  r.given = {"resume"};
+  const yolo::TrainSummary b = yolo::train(r);
+  EXPECT_EQ(b.save_dir, (root_ / "runs/split").string());
+  const auto wa = yolo::load_checkpoint(a.save_dir + "/weights/last.pt").model;
+  const auto wb = yolo::load_checkpoint(last).model;
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [k, t] : wa) EXPECT_TRUE(torch::allclose(t, wb.at(k), 1e-6, 1e-7)) << k;
+  // results.csv continues: one row per epoch.
+  EXPECT_EQ(yolo::read_results_csv((root_ / "runs/split/results.csv").string()).rows.size(), 3u);
+  // A finished run says so and trains nothing more.
+  EXPECT_EQ(yolo::train(r).epochs_run, 3);
+  // Flags other than --device/--workers are refused; stripped checkpoints cannot resume.
+  yolo::Options bad = r;
+  bad.given = {"resume", "epochs"};
+  EXPECT_THROW(yolo::train(bad), yolo::UsageError);
+  yolo::Options missing = r;
+  missing.resume_path = (root_ / "nope/weights/last.pt").string();
+  EXPECT_THROW(yolo::train(missing), yolo::UsageError);
 }
 
 TEST_F(TrainTest, RunDirsIncrementAndOptionsAreSaved) {

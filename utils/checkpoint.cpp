@@ -27,6 +27,12 @@ void save_checkpoint(const Checkpoint& c, const std::string& path) {
   d.insert("best_fitness", c.best_fitness);
   d.insert("model", model);
   d.insert("optimizer", c.optimizer);
+  if (c.has_optimizer() && !c.train_model.empty()) {
+    c10::Dict<std::string, at::Tensor> raw;
+    for (const auto& [k, t] : c.train_model) raw.insert(k, t.detach().cpu().contiguous());
+    d.insert("train_model", raw);
+    d.insert("last_opt_step", c.last_opt_step);
+  }
   d.insert("ema_updates", c.ema_updates);
   d.insert("opt", c.opt);
   d.insert("hyp", c.hyp);
@@ -65,6 +71,12 @@ Checkpoint load_checkpoint(const std::string& path) {
       c.model[kv.key().toStringRef()] = kv.value().toTensor();
     }
     c.optimizer = d.contains("optimizer") ? d.at("optimizer") : c10::IValue();
+    if (d.contains("train_model")) {
+      for (const auto& kv : d.at("train_model").toGenericDict()) {
+        c.train_model[kv.key().toStringRef()] = kv.value().toTensor();
+      }
+    }
+    if (d.contains("last_opt_step")) c.last_opt_step = d.at("last_opt_step").toInt();
     c.ema_updates = d.contains("ema_updates") ? d.at("ema_updates").toInt() : 0;
     c.opt = d.contains("opt") && d.at("opt").isString() ? d.at("opt").toStringRef() : "";
     c.hyp = d.contains("hyp") && d.at("hyp").isString() ? d.at("hyp").toStringRef() : "";
@@ -79,6 +91,7 @@ Checkpoint load_checkpoint(const std::string& path) {
 void strip_optimizer(const std::string& path) {
   Checkpoint c = load_checkpoint(path);
   c.optimizer = c10::IValue();
+  c.train_model.clear();
   save_checkpoint(c, path);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Training checkpoints (DESIGN.md contract): a zip-format pickle of a dict with `epoch`,
 // `best_fitness`, `model` (name -> tensor, the EMA weights), `optimizer` (None once stripped),
-// `ema_updates`, `opt` and `hyp` (YAML text) and `date`. Python's torch.load reads them; writes
+// `ema_updates`, `opt` and `hyp` (YAML text) and `date`; while training, also `train_model` and
+// `last_opt_step` for an exact --resume. Python's torch.load reads them; writes
 // are atomic (temporary file + rename), so a crash never leaves a broken file.
 #include <ATen/core/ivalue.h>
 
@@ -14,6 +15,10 @@ struct Checkpoint {
   int64_t epoch = -1;
   double best_fitness = 0.0;
   std::map<std::string, at::Tensor> model;
+  // For resuming: the raw (non-EMA) weights and the iteration of the last optimizer step. Both
+  // go with the optimizer state when a checkpoint is stripped.
+  std::map<std::string, at::Tensor> train_model;
+  int64_t last_opt_step = -1;
   c10::IValue optimizer;  // None when stripped
   int64_t ema_updates = 0;
   std::string opt;  // opt.yaml text

@@ -4,12 +4,14 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "apps/val/validator.h"
@@ -134,9 +136,84 @@ std::string progress_line(int epoch, int epochs, const at::Tensor& mloss, int64_
   return buf;
 }
 
+std::atomic<bool> g_stop{false};
+
+// --resume: the run's own options (opt.yaml beside weights/), with only the flags that may differ
+// between machines taken from this command line.
+Options resume_options(const Options& cli) {
+  const std::string ckpt = cli.resume_path.empty() ? latest_run() : cli.resume_path;
+  std::error_code ec;
+  if (!fs::is_regular_file(ckpt, ec)) {
+    throw UsageError("--resume: checkpoint '" + ckpt + "' not found");
+  }
+  const fs::path run_dir = fs::absolute(ckpt).parent_path().parent_path();
+  const fs::path opt_yaml = run_dir / "opt.yaml";
+  if (!fs::is_regular_file(opt_yaml, ec)) {
+    throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
+                     " must sit in a run dir's weights/ folder");
+  }
+  static const std::set<std::string> kMayChange = {"resume",     "device",       "workers",
+                                                   "local_rank", "dist-backend", "dist-timeout"};
+  for (const auto& flag : cli.given) {
+    if (!kMayChange.count(flag)) {
+      throw UsageError("--" + flag +
+                       " cannot be changed when resuming (the run continues with "
+                       "the options in " +
+                       opt_yaml.string() +
+                       "); only --device, --workers and "
+                       "the distributed flags may be given");
+    }
+  }
+  Options o = load_options(opt_yaml.string());
+  o.resume = true;
+  o.resume_path = ckpt;
+  o.save_dir = run_dir.string();
+  o.given = cli.given;
+  for (const auto& flag : cli.given) {
+    if (flag == "device") o.device = cli.device;
+    if (flag == "workers") o.workers = cli.workers;
+    if (flag == "local_rank") o.local_rank = cli.local_rank;
+    if (flag == "dist-backend") o.dist_backend = cli.dist_backend;
+    if (flag == "dist-timeout") o.dist_timeout = cli.dist_timeout;
+  }
+  const fs::path hyp_copy = run_dir / "hyp.yaml";
+  if (fs::is_regular_file(hyp_copy, ec)) o.hyp = hyp_copy.string();  // the run's own copy
+  return o;
+}
+
 }  // namespace
 
-TrainSummary train(Options opt) {
+void request_stop() { g_stop.store(true); }
+
+std::string latest_run(const std::string& search_dir) {
+  std::error_code ec;
+  fs::path best;
+  fs::file_time_type best_time{};
+  if (fs::is_directory(search_dir, ec)) {
+    for (auto it = fs::recursive_directory_iterator(search_dir, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      const std::string name = it->path().filename().string();
+      if (it->is_regular_file(ec) && name.rfind("last", 0) == 0 &&
+          it->path().extension() == ".pt") {
+        const auto t = fs::last_write_time(it->path(), ec);
+        if (best.empty() || t > best_time) {
+          best = it->path();
+          best_time = t;
+        }
+      }
+    }
+  }
+  if (best.empty()) {
+    throw UsageError("--resume: no last.pt found under " + search_dir +
+                     "/; pass the checkpoint: --resume path/to/last.pt");
+  }
+  return best.string();
+}
+
+TrainSummary train(Options opt, const TrainHooks& hooks) {
+  g_stop.store(false);
+  if (opt.resume) opt = resume_options(opt);
   resolve_option_files(opt);
   const DeviceSelection dev = select_device(opt.device, opt.batch_size);
   const torch::Device device = dev.device;
@@ -155,12 +232,34 @@ TrainSummary train(Options opt) {
     }
     log_info(s);
   }
-  opt.save_dir = increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
+  Checkpoint resume_ckpt;
+  if (opt.resume) {
+    resume_ckpt = load_checkpoint(opt.resume_path);
+  } else {
+    opt.save_dir = increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
+  }
   const fs::path save_dir(opt.save_dir), wdir = save_dir / "weights";
   fs::create_directories(wdir);
   const std::string last = (wdir / "last.pt").string(), best = (wdir / "best.pt").string();
-  save_yaml_file(hyp_to_yaml(hyp), (save_dir / "hyp.yaml").string());
-  save_options(opt, (save_dir / "opt.yaml").string());
+  TrainSummary summary;
+  summary.save_dir = opt.save_dir;
+  if (opt.resume) {
+    if (resume_ckpt.epoch + 1 >= opt.epochs) {
+      log_info(opt.resume_path + " training to " + std::to_string(opt.epochs) +
+               " epochs is finished, nothing to resume.");
+      summary.epochs_run = static_cast<int>(resume_ckpt.epoch) + 1;
+      summary.best_fitness = resume_ckpt.best_fitness;
+      return summary;
+    }
+    if (!resume_ckpt.has_optimizer() || resume_ckpt.train_model.empty()) {
+      throw std::runtime_error(opt.resume_path +
+                               ": has no optimizer state (a stripped best.pt or final last.pt) "
+                               "and cannot be resumed; resume from an interrupted run's last.pt");
+    }
+  } else {
+    save_yaml_file(hyp_to_yaml(hyp), (save_dir / "hyp.yaml").string());
+    save_options(opt, (save_dir / "opt.yaml").string());
+  }
   const std::string opt_text = yaml_text(options_to_yaml(opt)),
                     hyp_text = yaml_text(hyp_to_yaml(hyp));
 
@@ -176,7 +275,16 @@ TrainSummary train(Options opt) {
 
   // Model.
   DetectionModel model = build_model(opt.cfg, nc);
-  if (!opt.weights.empty()) load_weights(*model, opt.weights);
+  if (opt.resume) {
+    const LoadReport r = load_state_dict(*model, resume_ckpt.train_model);
+    if (r.transferred != r.total) {
+      throw std::runtime_error(opt.resume_path + ": the checkpoint does not match the model " +
+                               opt.cfg + " (" + std::to_string(r.transferred) + "/" +
+                               std::to_string(r.total) + " entries)");
+    }
+  } else if (!opt.weights.empty()) {
+    load_weights(*model, opt.weights);
+  }
   model->to(device);
   log_info(model->summary());
   // Freeze: --freeze 10 freezes layers 0..9, --freeze 0 1 2 those layers.
@@ -254,7 +362,7 @@ TrainSummary train(Options opt) {
     }
     plot_labels(all, names, (save_dir / "labels.jpg").string());
   }
-  if (!opt.noautoanchor) {
+  if (!opt.noautoanchor && !opt.resume) {  // a resumed model keeps its anchors
     std::vector<std::array<float, 2>> image_wh;
     std::vector<std::vector<std::array<float, 2>>> labels_wh;
     for (size_t i = 0; i < train_set->size(); ++i) {
@@ -280,6 +388,19 @@ TrainSummary train(Options opt) {
   DetectionModel ema_model(model->spec());
   ema_model->to(device);
   ModelEMA ema(ema_model.ptr(), *model);
+  int start_epoch = 0;
+  int64_t last_opt_step = -1;
+  double best_fitness = 0.0;
+  if (opt.resume) {
+    load_state_dict(*ema_model, resume_ckpt.model);
+    ema.set_updates(resume_ckpt.ema_updates);
+    load_optimizer_state(*optimizer, opt.optimizer, resume_ckpt.optimizer);
+    start_epoch = static_cast<int>(resume_ckpt.epoch) + 1;
+    best_fitness = resume_ckpt.best_fitness;
+    last_opt_step = resume_ckpt.last_opt_step;
+    log_info("Resuming training from " + opt.resume_path + " from epoch " +
+             std::to_string(start_epoch) + " to " + std::to_string(opt.epochs) + " total epochs");
+  }
 
   // Loss.
   const int nl = model->detect()->nl;
@@ -288,12 +409,9 @@ TrainSummary train(Options opt) {
 
   const int64_t nb = static_cast<int64_t>(train_loader.num_batches());
   const int64_t nw = std::max<int64_t>(std::llround(hyp.at("warmup_epochs") * nb), 100);
-  int64_t last_opt_step = -1;
-  double best_fitness = 0.0;
   EarlyStopping stopper(opt.patience);
   std::vector<double> results(7, 0.0);
   std::vector<double> maps(nc, 0.0);  // per-class mAP50-95 of the last validation
-  std::mt19937 ms_rng(static_cast<uint32_t>(opt.seed));
   const bool tty = ::isatty(STDOUT_FILENO);
   const std::vector<torch::Tensor> params = model->parameters();
   ValConfig vcfg;  // per-epoch validation: no plots (YOLOv5 plots the final one)
@@ -304,10 +422,22 @@ TrainSummary train(Options opt) {
            " val\nUsing " + std::to_string(train_loader.workers()) +
            " dataloader workers\nLogging results to " + opt.save_dir + "\nStarting training for " +
            std::to_string(opt.epochs) + " epochs...");
-  TrainSummary summary;
-  summary.save_dir = opt.save_dir;
   const auto t_train = Clock::now();
-  int epoch = 0;
+  // A checkpoint of the current state; `done_epoch` is the last fully trained epoch.
+  auto make_checkpoint = [&](int done_epoch) {
+    Checkpoint ck;
+    ck.epoch = done_epoch;
+    ck.best_fitness = best_fitness;
+    ck.model = state_dict(*ema_model);
+    ck.train_model = state_dict(*model);
+    ck.last_opt_step = last_opt_step;
+    ck.optimizer = optimizer_state(*optimizer, opt.optimizer);
+    ck.ema_updates = ema.updates();
+    ck.opt = opt_text;
+    ck.hyp = hyp_text;
+    return ck;
+  };
+  int epoch = start_epoch;
   for (; epoch < opt.epochs; ++epoch) {
     model->train();
     if (opt.image_weights) {  // sample images by the classes the model is worst at
@@ -351,6 +481,8 @@ TrainSummary train(Options opt) {
         }
       }
       if (opt.multi_scale) {
+        // Seeded per iteration, so a resumed run draws the same sizes.
+        std::mt19937 ms_rng(static_cast<uint32_t>(opt.seed * 7919 + ni));
         std::uniform_int_distribution<int> d(static_cast<int>(imgsz * 0.5),
                                              static_cast<int>(imgsz * 1.5) + gs - 1);
         const int sz = d(ms_rng) / gs * gs;
@@ -392,6 +524,13 @@ TrainSummary train(Options opt) {
                     static_cast<long long>(nb));
         std::fflush(stdout);
       }
+      if (g_stop.load()) {
+        // Interrupted mid-epoch: keep the weights; a resume redoes this epoch.
+        save_checkpoint(make_checkpoint(epoch - 1), last);
+        throw TrainingInterrupted("training stopped at epoch " + std::to_string(epoch) +
+                                  ", batch " + std::to_string(i) + "; resume with --resume " +
+                                  last);
+      }
       if (!std::isfinite(lr.items.sum().item<double>())) {
         throw std::runtime_error("the training loss is not finite at epoch " +
                                  std::to_string(epoch) + ", batch " + std::to_string(i) +
@@ -428,15 +567,8 @@ TrainSummary train(Options opt) {
     row.insert(row.end(), results.begin(), results.end());
     row.insert(row.end(), lrs.begin(), lrs.end());
     append_results_csv((save_dir / "results.csv").string(), epoch, row);
-    if (!opt.nosave || final_epoch) {
-      Checkpoint ck;
-      ck.epoch = epoch;
-      ck.best_fitness = best_fitness;
-      ck.model = state_dict(*ema_model);
-      ck.optimizer = optimizer_state(*optimizer, opt.optimizer);
-      ck.ema_updates = ema.updates();
-      ck.opt = opt_text;
-      ck.hyp = hyp_text;
+    if (!opt.nosave || final_epoch || g_stop.load()) {
+      const Checkpoint ck = make_checkpoint(epoch);
       save_checkpoint(ck, last);
       if (is_best) save_checkpoint(ck, best);
       if (opt.save_period > 0 && epoch % opt.save_period == 0) {
@@ -444,6 +576,12 @@ TrainSummary train(Options opt) {
       }
     }
     summary.epochs_run = epoch + 1;
+    if (hooks.on_epoch_end) hooks.on_epoch_end(epoch);
+    if (g_stop.load() && epoch + 1 < opt.epochs) {
+      if (opt.nosave) save_checkpoint(make_checkpoint(epoch), last);
+      throw TrainingInterrupted("training stopped after epoch " + std::to_string(epoch) +
+                                "; resume with --resume " + last);
+    }
     if (stop) break;
   }
   log_info("\n" + std::to_string(summary.epochs_run) + " epochs completed in " +

@@ -3,7 +3,9 @@
 // loss, optimizer with warmup and schedule, gradient accumulation to a nominal batch of 64,
 // per-epoch validation, results.csv, last.pt/best.pt, early stopping.
 #include <array>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,7 +21,24 @@ struct TrainSummary {
   std::array<double, 7> final_results{};  // P, R, mAP50, mAP50-95, val box/obj/cls loss
 };
 
-// Runs the whole training; throws on errors (UsageError for bad flags/values).
-TrainSummary train(Options opt);
+struct TrainHooks {
+  std::function<void(int epoch)> on_epoch_end;  // after the epoch's checkpoint is written
+};
+
+// Thrown when a stop was requested (Ctrl-C / SIGTERM): last.pt holds the state to resume from.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Asks a running train() to stop after the current step and save last.pt. Async-signal-safe.
+void request_stop();
+
+// The most recent runs/**/last.pt (YOLOv5's get_latest_run); throws UsageError when none.
+std::string latest_run(const std::string& search_dir = "runs");
+
+// Runs the whole training, or continues one with opt.resume; throws on errors (UsageError for
+// bad flags/values).
+TrainSummary train(Options opt, const TrainHooks& hooks = {});
 
 }  // namespace yolo

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# SIGTERM during training: the step finishes, last.pt is saved, the exit status is non-zero and the
+# message says how to resume; `train --resume` then completes the run.
+set -u
+BIN=${1:?usage: test_resume_signal.sh BIN_DIR}
+tmp=$(mktemp -d)
+trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+cat >"$tmp/data.yaml" <<YAML
+path: $tmp/shapes
+train: images/train
+val: images/val
+names: [circle, rectangle, triangle]
+generate: shapes
+YAML
+cd "$tmp"
+"$BIN/train" --data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --epochs 3 --batch-size 16 \
+  --workers 1 --noplots --noautoanchor --project "$tmp/runs" --device cpu >"$tmp/log" 2>&1 &
+pid=$!
+last="$tmp/runs/exp/weights/last.pt"
+for _ in $(seq 1 600); do  # up to 60 s for epoch 0 to finish
+  [ -f "$last" ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+[ -f "$last" ] || { echo "FAIL: no last.pt after epoch 0"; tail -20 "$tmp/log"; exit 1; }
+kill -TERM $pid
+wait $pid
+status=$?
+if [ "$status" -eq 0 ]; then echo "FAIL: exit status 0 after SIGTERM"; tail -5 "$tmp/log"; exit 1; fi
+grep -q -- "--resume" "$tmp/log" || { echo "FAIL: no resume hint"; tail -5 "$tmp/log"; exit 1; }
+"$BIN/train" --resume "$last" >"$tmp/log2" 2>&1 || { echo "FAIL: resume failed"; tail -20 "$tmp/log2"; exit 1; }
+grep -q "Resuming training" "$tmp/log2" || { echo "FAIL: did not resume"; tail -5 "$tmp/log2"; exit 1; }
+rows=$(($(wc -l <"$tmp/runs/exp/results.csv") - 1))
+[ "$rows" -eq 3 ] || { echo "FAIL: results.csv has $rows rows, want 3"; exit 1; }
+"$BIN/train" --resume "$last" --epochs 9 >"$tmp/log3" 2>&1
+[ $? -eq 2 ] && grep -q "cannot be changed when resuming" "$tmp/log3" || { echo "FAIL: --epochs with --resume accepted"; exit 1; }
+echo "resume after SIGTERM: ok (exit $status, then resumed to 3 epochs)"
