@@ -133,7 +133,7 @@ TEST(Options, UnknownFlagsAndStrayArgumentsAreRejected) {
 }
 
 TEST(Options, UnimplementedFlagsAreRejectedNotIgnored) {
-  for (const char* f : {"--evolve", "--quad", "--dist-backend=gloo"}) {
+  for (const char* f : {"--quad", "--dist-backend=gloo"}) {
     const std::string msg = usage_error({f});
     EXPECT_NE(msg.find("not implemented"), std::string::npos) << f << ": " << msg;
     EXPECT_NE(msg.find(std::string(f).substr(0, std::string(f).find('='))), std::string::npos)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "apps/detect/predictor.h"
+#include "apps/train/evolve.h"
 #include "apps/train/trainer.h"
 #include "apps/val/model_loader.h"
 #include "apps/val/validator.h"
@@ -218,6 +219,63 @@ TEST_F(TrainTest, ResumeGivesTheSameWeights) {
   yolo::Options missing = r;
   missing.resume_path = (root_ / "nope/weights/last.pt").string();
   EXPECT_THROW(yolo::train(missing), yolo::UsageError);
+}
+
+TEST_F(TrainTest, EvolveMutatesWithinLimitsAndContinues) {
+  yolo::Options o = options("ev", 1);
+  o.project = (root_ / "evolve").string();
+  o.given = {"project"};
+  o.evolve = 2;
+  const std::string dir = yolo::evolve(o);
+  const auto t = yolo::read_results_csv(dir + "/evolve.csv");
+  const auto& genes = yolo::evolve_genes();
+  ASSERT_EQ(t.rows.size(), 2u);
+  ASSERT_EQ(t.columns.size(), 7 + genes.size());
+  EXPECT_EQ(t.columns[7], "lr0");
+  bool changed = false;
+  for (size_t i = 0; i < genes.size(); ++i) {
+    for (const auto& r : t.rows) {
+      EXPECT_GE(r[7 + i], genes[i].lower) << genes[i].key;
+      EXPECT_LE(r[7 + i], genes[i].upper) << genes[i].key;
+    }
+    if (genes[i].gain == 0) EXPECT_EQ(t.rows[0][7 + i], t.rows[1][7 + i]) << genes[i].key;
+    changed |= t.rows[0][7 + i] != t.rows[1][7 + i];
+  }
+  EXPECT_TRUE(changed) << "the second generation did not mutate";
+  EXPECT_TRUE(fs::exists(dir + "/hyp_evolve.yaml"));
+  EXPECT_TRUE(fs::exists(dir + "/evolve.png"));
+  EXPECT_NO_THROW(yolo::load_hyp(dir + "/hyp_evolve.yaml"));
+  // A third generation in the same dir continues the file.
+  o.evolve = 1;
+  o.exist_ok = true;
+  EXPECT_EQ(yolo::evolve(o), dir);
+  EXPECT_EQ(yolo::read_results_csv(dir + "/evolve.csv").rows.size(), 3u);
+  o.resume = true;
+  EXPECT_THROW(yolo::evolve(o), yolo::UsageError);
+}
+
+TEST(Evolve, MutationKeepsLimitsAndFixedGenes) {
+  std::mt19937_64 rng(1);
+  std::vector<double> parent;
+  for (const auto& g : yolo::evolve_genes()) parent.push_back(g.upper);
+  for (int k = 0; k < 50; ++k) {
+    const auto child = yolo::mutate(parent, rng);
+    for (size_t i = 0; i < child.size(); ++i) {
+      const auto& g = yolo::evolve_genes()[i];
+      EXPECT_GE(child[i], g.lower);
+      EXPECT_LE(child[i], g.upper);
+      if (g.gain == 0) EXPECT_EQ(child[i], parent[i]) << g.key;
+    }
+  }
+  // Selection favours fitter rows: the fittest of two wins most draws.
+  std::vector<std::vector<double>> rows(2, std::vector<double>(7 + parent.size(), 0.0));
+  rows[0][3] = 0.9;
+  rows[0][7] = 1;
+  rows[1][3] = 0.1;
+  rows[1][7] = 2;
+  int first = 0;
+  for (int k = 0; k < 200; ++k) first += yolo::select_parent(rows, rng)[0] == 1;
+  EXPECT_GT(first, 150);
 }
 
 TEST_F(TrainTest, RunDirsIncrementAndOptionsAreSaved) {

@@ -649,4 +649,33 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
   write_image(path, img);
 }
 
+void plot_evolve(const std::string& csv_path, const std::string& png_path) {
+  const ResultsTable t = read_results_csv(csv_path);
+  if (t.columns.size() <= 7 || t.rows.empty()) {
+    throw std::runtime_error(csv_path +
+                             ": an evolve.csv needs 7 result columns, hyperparameters "
+                             "and at least one row");
+  }
+  std::vector<double> fit;
+  for (const auto& r : t.rows) fit.push_back(0.1 * r[2] + 0.9 * r[3]);
+  const size_t best = std::max_element(fit.begin(), fit.end()) - fit.begin();
+  const int n = static_cast<int>(t.columns.size()) - 7;
+  const int cols = static_cast<int>(std::ceil(std::sqrt(n)));
+  const int rows = (n + cols - 1) / cols;
+  const int pw = 400, ph = 400;
+  cv::Mat img(rows * ph, cols * pw, CV_8UC3, cv::Scalar(255, 255, 255));
+  for (int k = 0; k < n; ++k) {
+    std::vector<double> x;
+    for (const auto& r : t.rows) x.push_back(r[7 + k]);
+    const auto [x0, x1] = plotting::auto_range(x);
+    const auto [y0, y1] = plotting::auto_range(fit);
+    const cv::Rect box((k % cols) * pw + 60, (k / cols) * ph + 50, pw - 90, ph - 110);
+    plotting::Axes ax(box, x0, x1, y0, y1);
+    ax.scatter(img, x, fit, plotting::blues(0.7), 4);
+    ax.scatter(img, {x[best]}, {fit[best]}, cv::Scalar(0, 0, 0), 8);
+    ax.draw(img, t.columns[7 + k] + " = " + fmt("%.3g", x[best]), "", "", 14);
+  }
+  write_image(png_path, img);
+}
+
 }  // namespace yolo

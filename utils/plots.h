@@ -80,4 +80,8 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
                            const std::vector<std::string>& names, const std::string& path,
                            bool normalize = true);
 
+// YOLOv5's plot_evolve: one panel per hyperparameter of an evolve.csv (7 result columns, then the
+// hyperparameters), each generation's value against its fitness, the best one marked.
+void plot_evolve(const std::string& csv_path, const std::string& png_path);
+
 }  // namespace yolo

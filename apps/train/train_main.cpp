@@ -3,6 +3,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "apps/train/evolve.h"
 #include "apps/train/trainer.h"
 #include "utils/options.h"
 
@@ -30,7 +31,11 @@ int train_main(int argc, char** argv) {
   }
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  train(args.opt);
+  if (args.opt.evolve > 0) {
+    evolve(args.opt);
+  } else {
+    train(args.opt);
+  }
   return 0;
 }
 

@@ -576,6 +576,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
       }
     }
     summary.epochs_run = epoch + 1;
+    std::copy(results.begin(), results.end(), summary.last_results.begin());
     if (hooks.on_epoch_end) hooks.on_epoch_end(epoch);
     if (g_stop.load() && epoch + 1 < opt.epochs) {
       if (opt.nosave) save_checkpoint(make_checkpoint(epoch), last);

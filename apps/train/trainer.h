@@ -18,7 +18,8 @@ struct TrainSummary {
   std::string save_dir;
   int epochs_run = 0;
   double best_fitness = 0;
-  std::array<double, 7> final_results{};  // P, R, mAP50, mAP50-95, val box/obj/cls loss
+  std::array<double, 7> final_results{};  // best.pt's P, R, mAP50, mAP50-95, val box/obj/cls loss
+  std::array<double, 7> last_results{};   // the same from the last epoch's validation
 };
 
 struct TrainHooks {
