@@ -291,7 +291,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   std::vector<int> freeze_layers;
   if (opt.freeze.size() > 1) {
     freeze_layers = opt.freeze;
-  } else {
+  } else if (!opt.freeze.empty()) {
     for (int i = 0; i < opt.freeze[0]; ++i) freeze_layers.push_back(i);
   }
   for (auto& kv : model->named_parameters()) {
