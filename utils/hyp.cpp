@@ -79,10 +79,10 @@ Hyp load_hyp(const std::string& path) { return hyp_from_yaml(load_yaml_file(path
 YAML::Node hyp_to_yaml(const Hyp& hyp) {
   YAML::Node n;
   for (const auto& k : required_hyp_keys()) {
-    if (hyp.values.count(k)) n[k] = hyp.values.at(k);
+    if (hyp.values.count(k)) n[k] = yaml_number(hyp.values.at(k));
   }
   for (const auto& [k, v] : hyp.values) {
-    if (!n[k]) n[k] = v;
+    if (!n[k]) n[k] = yaml_number(v);
   }
   return n;
 }

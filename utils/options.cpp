@@ -25,8 +25,7 @@ namespace {
 
 // Flags parsed for compatibility whose feature has not landed yet: giving one is an error rather
 // than being silently ignored. Each later feature removes its entry.
-const std::set<std::string> kNotImplementedYet = {"quad", "dist-backend",
-                                                  "dist-timeout"};
+const std::set<std::string> kNotImplementedYet = {"quad", "dist-backend", "dist-timeout"};
 
 bool looks_like_value(const std::string& s) {
   if (s.empty()) return true;
@@ -374,7 +373,7 @@ YAML::Node options_to_yaml(const Options& o) {
   n["exist_ok"] = o.exist_ok;
   n["quad"] = o.quad;
   n["cos_lr"] = o.cos_lr;
-  n["label_smoothing"] = o.label_smoothing;
+  n["label_smoothing"] = yaml_number(o.label_smoothing);
   n["patience"] = o.patience;
   n["freeze"] = o.freeze;
   n["save_period"] = o.save_period;

@@ -669,7 +669,7 @@ void plot_evolve(const std::string& csv_path, const std::string& png_path) {
     for (const auto& r : t.rows) x.push_back(r[7 + k]);
     const auto [x0, x1] = plotting::auto_range(x);
     const auto [y0, y1] = plotting::auto_range(fit);
-    const cv::Rect box((k % cols) * pw + 60, (k / cols) * ph + 50, pw - 90, ph - 110);
+    const cv::Rect box((k % cols) * pw + 90, (k / cols) * ph + 50, pw - 120, ph - 110);
     plotting::Axes ax(box, x0, x1, y0, y1);
     ax.scatter(img, x, fit, plotting::blues(0.7), 4);
     ax.scatter(img, {x[best]}, {fit[best]}, cv::Scalar(0, 0, 0), 8);

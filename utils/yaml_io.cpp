@@ -24,10 +24,20 @@ YAML::Node load_yaml_file(const std::string& path) {
   }
 }
 
-void save_yaml_file(const YAML::Node& node, const std::string& path) {
+YAML::Node yaml_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return YAML::Node(std::string(buf));
+}
+
+std::string yaml_dump(const YAML::Node& node) {
   YAML::Emitter out;
   out << node;
-  write_file_atomic(path, std::string(out.c_str()) + "\n");
+  return std::string(out.c_str()) + "\n";
+}
+
+void save_yaml_file(const YAML::Node& node, const std::string& path) {
+  write_file_atomic(path, yaml_dump(node));
 }
 
 template <typename T>

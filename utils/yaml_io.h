@@ -11,6 +11,12 @@ namespace yolo {
 // syntax and "FILE: cannot read" when the file is missing or unreadable.
 YAML::Node load_yaml_file(const std::string& path);
 
+// A YAML scalar for a double with 10 significant digits (0.01, not 0.010000000000000000208):
+// yaml-cpp otherwise stores every digit of the binary value.
+YAML::Node yaml_number(double v);
+
+std::string yaml_dump(const YAML::Node& node);
+
 // Writes `node` to `path` atomically (temporary file + rename).
 void save_yaml_file(const YAML::Node& node, const std::string& path);
 

@@ -175,13 +175,11 @@ std::string evolve(Options opt) {
     });
     Hyp best_hyp = base;
     for (size_t i = 0; i < genes.size(); ++i) best_hyp.set(genes[i].key, (*best)[7 + i]);
-    YAML::Emitter e;
-    e << hyp_to_yaml(best_hyp);
     std::ofstream y(best_yaml);
     y << "# YOLOv5 C++ hyperparameter evolution results\n# Best generation: "
       << (best - rows.begin()) << "\n# Last generation: " << rows.size() - 1
       << "\n# Fitness (0.1 mAP50 + 0.9 mAP50-95): " << row_fitness(*best) << "\n\n"
-      << e.c_str() << "\n";
+      << yaml_dump(hyp_to_yaml(best_hyp));
   }
   plot_evolve(evolve_csv.string(), (fs::path(dir) / "evolve.png").string());
   log_info("Hyperparameter evolution finished " + std::to_string(opt.evolve) +

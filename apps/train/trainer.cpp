@@ -72,12 +72,6 @@ class EarlyStopping {
   double best_fitness_ = 0.0;
 };
 
-std::string yaml_text(const YAML::Node& n) {
-  YAML::Emitter e;
-  e << n;
-  return std::string(e.c_str()) + "\n";
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), f, v);
@@ -260,8 +254,8 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     save_yaml_file(hyp_to_yaml(hyp), (save_dir / "hyp.yaml").string());
     save_options(opt, (save_dir / "opt.yaml").string());
   }
-  const std::string opt_text = yaml_text(options_to_yaml(opt)),
-                    hyp_text = yaml_text(hyp_to_yaml(hyp));
+  const std::string opt_text = yaml_dump(options_to_yaml(opt)),
+                    hyp_text = yaml_dump(hyp_to_yaml(hyp));
 
   // Data config.
   DatasetConfig data = load_dataset_config(opt.data);
