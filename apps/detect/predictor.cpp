@@ -22,6 +22,7 @@
 #include "utils/nms.h"
 #include "utils/options.h"
 #include "utils/paths.h"
+#include "utils/plots.h"
 
 namespace fs = std::filesystem;
 
@@ -34,17 +35,6 @@ bool is_image(const fs::path& p) {
   static const std::vector<std::string> kExt = {".bmp", ".jpg",  ".jpeg", ".png",
                                                 ".tif", ".tiff", ".webp", ".pfm"};
   return std::find(kExt.begin(), kExt.end(), e) != kExt.end();
-}
-
-// YOLOv5's Colors palette (hex), indexed by class.
-cv::Scalar class_color(int c) {
-  static const char* kHex[] = {"FF3838", "FF9D97", "FF701F", "FFB21D", "CFD231", "48F90A", "92CC17",
-                               "3DDB86", "1A9334", "00D4BB", "2C99A8", "00C2FF", "344593", "6473FF",
-                               "0018EC", "8438FF", "520085", "CB38FF", "FF95C8", "FF37C7"};
-  const std::string h = kHex[c % 20];
-  const int r = std::stoi(h.substr(0, 2), nullptr, 16), g = std::stoi(h.substr(2, 2), nullptr, 16),
-            b = std::stoi(h.substr(4, 2), nullptr, 16);
-  return cv::Scalar(b, g, r);
 }
 
 void draw_box(cv::Mat& im, const cv::Rect2f& box, const std::string& label, int cls, int lw) {

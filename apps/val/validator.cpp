@@ -114,7 +114,9 @@ ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValCon
       const at::Tensor pred = preds[si].cpu();
       const ShapeInfo& shape = batch->shapes[si];
       ++res.seen;
-      for (int64_t k = 0; k < labels.size(0); ++k) target_cls.push_back(labels[k][0].item<int>());
+      const at::Tensor lcls = labels.slice(1, 0, 1).to(torch::kInt).contiguous();
+      target_cls.insert(target_cls.end(), lcls.data_ptr<int>(),
+                        lcls.data_ptr<int>() + lcls.numel());
       at::Tensor labelsn;
       if (labels.size(0)) {
         at::Tensor tbox = xywh2xyxy(labels.slice(1, 1, 5));
@@ -133,12 +135,14 @@ ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValCon
               : torch::zeros({pred.size(0), static_cast<int64_t>(iouv.size())}, torch::kBool);
       if (labels.size(0)) cm.process_batch(predn, labelsn);
       auto ca = correct.accessor<bool, 2>();
+      const at::Tensor pf = pred.to(torch::kFloat).contiguous();
+      auto pa = pf.accessor<float, 2>();  // one pass over the rows, no per-element tensors
       for (int64_t k = 0; k < pred.size(0); ++k) {
         std::vector<bool> row_flags(iouv.size());
         for (size_t t = 0; t < iouv.size(); ++t) row_flags[t] = ca[k][t];
         tp.push_back(std::move(row_flags));
-        conf.push_back(pred[k][4].item<double>());
-        pred_cls.push_back(pred[k][5].item<int>());
+        conf.push_back(pa[k][4]);
+        pred_cls.push_back(static_cast<int>(pa[k][5]));
       }
       const std::string stem = std::filesystem::path(batch->paths[si]).stem().string();
       if (cfg.save_txt) {
