@@ -1,0 +1,244 @@
+// The one file that includes c10d: LibTorch 1.13's ProcessGroupGloo/NCCL derive from
+// c10d::ProcessGroup, 2.x's from c10d::Backend (which a ProcessGroup wraps). Both expose the same
+// collectives, so the implementation holds the concrete type through `PgImpl`.
+#include "utils/distributed.h"
+
+// Debian builds LibTorch with Gloo; its header hides the class unless this is defined.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+#include <torch/version.h>
+#ifdef YOLO_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+
+#include "utils/errors.h"
+
+namespace yolo {
+
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+using PgImpl = c10d::Backend;
+#else
+using PgImpl = c10d::ProcessGroup;
+#endif
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+int env_int(const char* name, int fallback, int min_value) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < min_value || x > (1 << 30)) {
+    throw UsageError(std::string("environment variable ") + name + "='" + v +
+                     "' is not a valid value (an integer >= " + std::to_string(min_value) +
+                     "); unset it or launch with torchrun");
+  }
+  return static_cast<int>(x);
+}
+
+class C10dWork : public CommWork {
+ public:
+  explicit C10dWork(c10::intrusive_ptr<c10d::Work> w) : work_(std::move(w)) {}
+  void wait() override { work_->wait(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+class C10dGroup : public ProcessGroup {
+ public:
+  C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<PgImpl> pg, int rank,
+            int size, std::string backend)
+      : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size),
+        backend_(std::move(backend)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return backend_; }
+
+  std::unique_ptr<CommWork> allreduce_sum_async(at::Tensor t) override {
+    std::vector<at::Tensor> v{std::move(t)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    return std::make_unique<C10dWork>(pg_->allreduce(v, o));
+  }
+  void broadcast(at::Tensor t, int root) override {
+    std::vector<at::Tensor> v{std::move(t)};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    pg_->broadcast(v, o)->wait();
+  }
+  void barrier() override { pg_->barrier()->wait(); }
+  void store_set(const std::string& key, const std::string& value) override {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  }
+  std::string store_get(const std::string& key, std::chrono::milliseconds timeout) override {
+    store_->wait({key}, timeout);
+    const std::vector<uint8_t> v = store_->get(key);
+    return std::string(v.begin(), v.end());
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<PgImpl> pg_;
+  int rank_, size_;
+  std::string backend_;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+DistEnv read_dist_env(int cli_local_rank) {
+  DistEnv e;
+  e.local_rank = env_int("LOCAL_RANK", cli_local_rank, -1);
+  if (e.local_rank == -1) return e;  // a single process
+  e.world_size = env_int("WORLD_SIZE", 1, 1);
+  e.rank = env_int("RANK", e.local_rank, 0);
+  e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size, 1);
+  if (e.rank >= e.world_size || e.local_rank >= e.local_world_size) {
+    throw UsageError("RANK=" + std::to_string(e.rank) + ", LOCAL_RANK=" +
+                     std::to_string(e.local_rank) + " do not fit WORLD_SIZE=" +
+                     std::to_string(e.world_size) + ", LOCAL_WORLD_SIZE=" +
+                     std::to_string(e.local_world_size) + "; launch with torchrun");
+  }
+  e.master_addr = env_or("MASTER_ADDR", "127.0.0.1");
+  e.master_port = env_int("MASTER_PORT", 29500, 1);
+  if (e.master_port > 65535) throw UsageError("MASTER_PORT must be a TCP port (1-65535)");
+  e.agent_store = env_or("TORCHELASTIC_USE_AGENT_STORE", "") == "True";
+  e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT", 0, 0);
+  e.error_file = env_or("TORCHELASTIC_ERROR_FILE", "");
+  return e;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::string& backend,
+                                                 std::chrono::milliseconds timeout) {
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    // torchrun's agent already serves the store; otherwise rank 0 does (our own launcher).
+    so.isServer = !env.agent_store && env.rank == 0;
+    if (so.isServer) so.numWorkers = static_cast<size_t>(env.world_size);
+    so.waitWorkers = false;
+    so.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+  } catch (const std::exception& ex) {
+    throw std::runtime_error("rank " + std::to_string(env.rank) +
+                             ": cannot reach the rendezvous store at " + env.master_addr + ":" +
+                             std::to_string(env.master_port) + " (" + ex.what() +
+                             "); check MASTER_ADDR/MASTER_PORT and that the port is free");
+  }
+  // torchrun's agent store outlives a restart of the workers: keys are per attempt (as Python's
+  // env:// rendezvous does), then per purpose.
+  if (env.agent_store) {
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(env.restart_count), store);
+  }
+  store = c10::make_intrusive<c10d::PrefixStore>("yolo", store);
+  c10::intrusive_ptr<PgImpl> pg;
+  try {
+    if (backend == "gloo") {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      const std::string ifname = env_or("GLOO_SOCKET_IFNAME", "");
+      opts->devices.push_back(ifname.empty()
+                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                  : c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
+    } else if (backend == "nccl") {
+#ifdef YOLO_WITH_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
+#else
+      throw UsageError(
+          "--dist-backend nccl: this build has no NCCL (LibTorch without CUDA); use gloo");
+#endif
+    } else {
+      throw UsageError("--dist-backend must be nccl or gloo, not '" + backend + "'");
+    }
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& ex) {
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot create the " +
+                             backend + " process group of " + std::to_string(env.world_size) +
+                             " ranks (" + ex.what() + ")");
+  }
+  return std::make_shared<C10dGroup>(store, pg, env.rank, env.world_size, backend);
+}
+
+void broadcast_coalesced(ProcessGroup& pg, const std::vector<at::Tensor>& tensors, int root) {
+  if (pg.size() < 2) return;
+  std::map<std::pair<int, std::string>, std::vector<at::Tensor>> by_kind;
+  for (const auto& t : tensors) {
+    if (t.defined() && t.numel() > 0) {
+      by_kind[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& kv : by_kind) {
+    std::vector<at::Tensor> flat;
+    for (const auto& t : kv.second) flat.push_back(t.detach().reshape(-1));
+    at::Tensor buf = torch::cat(flat);
+    pg.broadcast(buf, root);
+    int64_t off = 0;
+    for (auto& t : kv.second) {
+      const int64_t n = t.numel();
+      t.detach().copy_(buf.slice(0, off, off + n).view(t.sizes()));
+      off += n;
+    }
+  }
+}
+
+void write_elastic_error_file(const std::string& path, const std::string& type,
+                              const std::string& message) {
+  if (path.empty()) return;
+  // torch.distributed.elastic reads {"message": {"message": ..., "extraInfo": {...,
+  // "timestamp": ...}}} and reports the earliest failure across ranks.
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return;
+  const std::string text = type + ": " + message;
+  std::fprintf(f,
+               "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"py_callstack\": \"%s\", "
+               "\"timestamp\": \"%lld\"}}}",
+               json_escape(text).c_str(), json_escape(text).c_str(),
+               static_cast<long long>(std::time(nullptr)));
+  std::fclose(f);
+}
+
+}  // namespace yolo
