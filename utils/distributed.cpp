@@ -62,10 +62,10 @@ class C10dWork : public CommWork {
 
 class C10dGroup : public ProcessGroup {
  public:
-  C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<PgImpl> pg, int rank,
-            int size, std::string backend)
-      : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size),
-        backend_(std::move(backend)) {}
+  C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> job_store,
+            c10::intrusive_ptr<PgImpl> pg, int rank, int size, std::string backend)
+      : store_(std::move(store)), job_store_(std::move(job_store)), pg_(std::move(pg)),
+        rank_(rank), size_(size), backend_(std::move(backend)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -92,9 +92,17 @@ class C10dGroup : public ProcessGroup {
     const std::vector<uint8_t> v = store_->get(key);
     return std::string(v.begin(), v.end());
   }
+  void job_store_set(const std::string& key, const std::string& value) override {
+    job_store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  }
+  std::string job_store_get_or(const std::string& key, const std::string& fallback) override {
+    if (!job_store_->check({key})) return fallback;
+    const std::vector<uint8_t> v = job_store_->get(key);
+    return std::string(v.begin(), v.end());
+  }
 
  private:
-  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Store> store_, job_store_;
   c10::intrusive_ptr<PgImpl> pg_;
   int rank_, size_;
   std::string backend_;
@@ -166,6 +174,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
   }
   // torchrun's agent store outlives a restart of the workers: keys are per attempt (as Python's
   // env:// rendezvous does), then per purpose.
+  const auto job_store = c10::make_intrusive<c10d::PrefixStore>("yolo_job", store);
   if (env.agent_store) {
     store = c10::make_intrusive<c10d::PrefixStore>(
         "/worker/attempt_" + std::to_string(env.restart_count), store);
@@ -199,7 +208,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
                              backend + " process group of " + std::to_string(env.world_size) +
                              " ranks (" + ex.what() + ")");
   }
-  return std::make_shared<C10dGroup>(store, pg, env.rank, env.world_size, backend);
+  return std::make_shared<C10dGroup>(store, job_store, pg, env.rank, env.world_size, backend);
 }
 
 void broadcast_coalesced(ProcessGroup& pg, const std::vector<at::Tensor>& tensors, int root) {

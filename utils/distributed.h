@@ -55,6 +55,10 @@ class ProcessGroup {
   // the others wait): `get` blocks until the key exists or `timeout` passes (then throws).
   virtual void store_set(const std::string& key, const std::string& value) = 0;
   virtual std::string store_get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Keys that outlive a restart of the workers by torchrun (kept in its agent's store, outside
+  // the per-attempt prefix); without an agent store they live as long as this group.
+  virtual void job_store_set(const std::string& key, const std::string& value) = 0;
+  virtual std::string job_store_get_or(const std::string& key, const std::string& fallback) = 0;
 };
 
 // Connects to the store and creates the group. `backend` is "gloo" or "nccl" (NCCL needs a build

@@ -14,17 +14,21 @@
 #include <set>
 #include <sstream>
 
+#include "apps/train/ddp_setup.h"
 #include "apps/val/validator.h"
 #include "data/dataset.h"
 #include "data/dataset_config.h"
 #include "data/loader.h"
+#include "models/sync_batchnorm.h"
 #include "models/weights.h"
 #include "models/yolo.h"
 #include "utils/autoanchor.h"
 #include "utils/checkpoint.h"
 #include "utils/device.h"
+#include "utils/distributed.h"
 #include "utils/ema.h"
 #include "utils/errors.h"
+#include "utils/grad_sync.h"
 #include "utils/log.h"
 #include "utils/loss.h"
 #include "utils/optim.h"
@@ -133,8 +137,9 @@ std::string progress_line(int epoch, int epochs, const at::Tensor& mloss, int64_
 std::atomic<bool> g_stop{false};
 
 // --resume: the run's own options (opt.yaml beside weights/), with only the flags that may differ
-// between machines taken from this command line.
-Options resume_options(const Options& cli) {
+// between machines taken from this command line. `strict` = false accepts the other flags too
+// (a restart by torchrun repeats the run's own command line).
+Options resume_options(const Options& cli, bool strict = true) {
   const std::string ckpt = cli.resume_path.empty() ? latest_run() : cli.resume_path;
   std::error_code ec;
   if (!fs::is_regular_file(ckpt, ec)) {
@@ -146,10 +151,11 @@ Options resume_options(const Options& cli) {
     throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
                      " must sit in a run dir's weights/ folder");
   }
-  static const std::set<std::string> kMayChange = {"resume",     "device",       "workers",
-                                                   "local_rank", "dist-backend", "dist-timeout"};
+  static const std::set<std::string> kMayChange = {"resume",        "device",       "workers",
+                                                   "local_rank",    "dist-backend", "dist-timeout",
+                                                   "nproc-per-node"};
   for (const auto& flag : cli.given) {
-    if (!kMayChange.count(flag)) {
+    if (strict && !kMayChange.count(flag)) {
       throw UsageError("--" + flag +
                        " cannot be changed when resuming (the run continues with "
                        "the options in " +
@@ -209,11 +215,37 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   g_stop.store(false);
   if (opt.resume) opt = resume_options(opt);
   resolve_option_files(opt);
-  const DeviceSelection dev = select_device(opt.device, opt.batch_size);
+  DeviceSelection dev;
+  const DistContext dist = start_distributed(opt, dev);
+  const bool rank0 = dist.is_rank0();
+  const int world = dist.world_size();
+  if (dist.active() && dist.env().restart_count > 0 && !opt.resume) {
+    // torchrun restarted the workers (--max_restarts): continue the run from its last.pt.
+    std::string ckpt;
+    if (rank0) {
+      const std::string dir = dist.group()->job_store_get_or("run_dir", "");
+      const fs::path f = fs::path(dir) / "weights" / "last.pt";
+      std::error_code ec;
+      if (!dir.empty() && fs::is_regular_file(f, ec)) ckpt = f.string();
+    }
+    ckpt = dist.from_rank0("elastic_resume", ckpt);
+    if (!ckpt.empty()) {
+      log_info("torchrun restart " + std::to_string(dist.env().restart_count) + ": resuming " +
+               ckpt);
+      Options cli = opt;
+      cli.resume = true;
+      cli.resume_path = ckpt;
+      opt = resume_options(cli, false);
+      resolve_option_files(opt);
+    }
+  }
   const torch::Device device = dev.device;
   log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + dev.description);
-  if (opt.sync_bn) log_warn("--sync-bn is only used in DDP mode; ignored for this single process");
-  torch::manual_seed(opt.seed + 1);  // YOLOv5's init_seeds(seed + 1 + RANK)
+  if (opt.sync_bn && !dist.active()) {
+    log_warn("--sync-bn is only used in DDP mode; ignored for this single process");
+  }
+  // YOLOv5's init_seeds(seed + 1 + RANK); DDP then copies rank 0's weights to every rank.
+  torch::manual_seed(opt.seed + 1 + std::max(dist.rank(), 0));
 
   // Hyperparameters and run dir.
   Hyp hyp = load_hyp(opt.hyp);
@@ -229,11 +261,13 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   Checkpoint resume_ckpt;
   if (opt.resume) {
     resume_ckpt = load_checkpoint(opt.resume_path);
-  } else {
+  } else if (rank0) {
     opt.save_dir = increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
   }
+  opt.save_dir = dist.from_rank0("save_dir", opt.save_dir);  // only rank 0 writes there
+  if (dist.active() && rank0) dist.group()->job_store_set("run_dir", opt.save_dir);
   const fs::path save_dir(opt.save_dir), wdir = save_dir / "weights";
-  fs::create_directories(wdir);
+  if (rank0) fs::create_directories(wdir);
   const std::string last = (wdir / "last.pt").string(), best = (wdir / "best.pt").string();
   TrainSummary summary;
   summary.save_dir = opt.save_dir;
@@ -250,7 +284,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
                                ": has no optimizer state (a stripped best.pt or final last.pt) "
                                "and cannot be resumed; resume from an interrupted run's last.pt");
     }
-  } else {
+  } else if (rank0) {
     save_yaml_file(hyp_to_yaml(hyp), (save_dir / "hyp.yaml").string());
     save_options(opt, (save_dir / "opt.yaml").string());
   }
@@ -259,7 +293,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
 
   // Data config.
   DatasetConfig data = load_dataset_config(opt.data);
-  ensure_dataset(data);
+  ensure_dataset(data, rank0, dist.rank0_first("dataset"));
   std::vector<std::string> names = data.names;
   int nc = data.nc;
   if (opt.single_cls) {
@@ -298,7 +332,8 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   }
   const int gs = model->max_stride();
   const int imgsz = check_img_size(opt.imgsz, gs);
-  const int batch_size = opt.batch_size;
+  const int batch_size = opt.batch_size;  // total over the ranks: accumulation and decay use it
+  const int rank_batch = batch_size / world;
 
   // Optimizer: nominal batch 64, weight decay scaled accordingly.
   const int accumulate_target = std::max(
@@ -320,7 +355,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   AugmentHyp aug = AugmentHyp::from_yaml(load_yaml_file(opt.hyp), opt.hyp);
   DatasetOptions tr;
   tr.imgsz = imgsz;
-  tr.batch_size = batch_size;
+  tr.batch_size = rank_batch;
   tr.augment = true;
   tr.rect = opt.rect;
   tr.single_cls = opt.single_cls;
@@ -329,26 +364,38 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   tr.cache = opt.cache;
   tr.hyp = aug;
   tr.nc = nc;
+  tr.is_rank0 = rank0;
+  tr.barrier = dist.rank0_first("train_labels");
   auto train_set = std::make_shared<YoloDataset>(data.train, tr);
   LoaderOptions tl;
-  tl.batch_size = batch_size;
+  tl.batch_size = rank_batch;
+  tl.world_size = world;
+  tl.rank = std::max(dist.rank(), 0);
   tl.workers = opt.workers;
   tl.shuffle = !opt.rect;
   tl.seed = static_cast<uint64_t>(opt.seed);
   DataLoader train_loader(train_set, tl);
-  DatasetOptions va = tr;
-  va.augment = false;
-  va.rect = true;
-  va.pad = 0.5;
-  va.batch_size = batch_size * 2;
-  va.hyp = AugmentHyp::none();
-  auto val_set = std::make_shared<YoloDataset>(data.val, va);
-  LoaderOptions vl = tl;
-  vl.batch_size = batch_size * 2;
-  vl.shuffle = false;
-  DataLoader val_loader(val_set, vl);
+  // Validation runs on rank 0 only.
+  std::unique_ptr<DataLoader> val_loader;
+  if (rank0) {
+    DatasetOptions va = tr;
+    va.augment = false;
+    va.rect = true;
+    va.pad = 0.5;
+    va.batch_size = rank_batch * 2;
+    va.hyp = AugmentHyp::none();
+    va.is_rank0 = true;
+    va.barrier = {};
+    auto val_set = std::make_shared<YoloDataset>(data.val, va);
+    LoaderOptions vl = tl;
+    vl.batch_size = rank_batch * 2;
+    vl.shuffle = false;
+    vl.world_size = 1;
+    vl.rank = 0;
+    val_loader = std::make_unique<DataLoader>(val_set, vl);
+  }
 
-  const bool plots = !opt.noplots;
+  const bool plots = !opt.noplots && rank0;
   if (plots) {
     std::vector<std::array<float, 5>> all;
     for (const auto& ls : train_set->labels()) {
@@ -356,7 +403,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     }
     plot_labels(all, names, (save_dir / "labels.jpg").string());
   }
-  if (!opt.noautoanchor && !opt.resume) {  // a resumed model keeps its anchors
+  if (!opt.noautoanchor && !opt.resume && rank0) {  // a resumed model keeps its anchors
     std::vector<std::array<float, 2>> image_wh;
     std::vector<std::vector<std::array<float, 2>>> labels_wh;
     for (size_t i = 0; i < train_set->size(); ++i) {
@@ -378,22 +425,49 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     }
   }
 
-  // EMA: a second instance of the same model (after AutoAnchor, so it starts with the anchors).
-  DetectionModel ema_model(model->spec());
-  ema_model->to(device);
-  ModelEMA ema(ema_model.ptr(), *model);
+  // EMA on rank 0: a second instance of the same model (after AutoAnchor, so it starts with the
+  // anchors).
+  DetectionModel ema_model{nullptr};
+  std::unique_ptr<ModelEMA> ema;
+  if (rank0) {
+    ema_model = DetectionModel(model->spec());
+    ema_model->to(device);
+    ema = std::make_unique<ModelEMA>(ema_model.ptr(), *model);
+  }
   int start_epoch = 0;
   int64_t last_opt_step = -1;
   double best_fitness = 0.0;
   if (opt.resume) {
-    load_state_dict(*ema_model, resume_ckpt.model);
-    ema.set_updates(resume_ckpt.ema_updates);
+    if (rank0) {
+      load_state_dict(*ema_model, resume_ckpt.model);
+      ema->set_updates(resume_ckpt.ema_updates);
+    }
     load_optimizer_state(*optimizer, opt.optimizer, resume_ckpt.optimizer);
     start_epoch = static_cast<int>(resume_ckpt.epoch) + 1;
     best_fitness = resume_ckpt.best_fitness;
     last_opt_step = resume_ckpt.last_opt_step;
     log_info("Resuming training from " + opt.resume_path + " from epoch " +
              std::to_string(start_epoch) + " to " + std::to_string(opt.epochs) + " total epochs");
+  }
+
+  // DDP: SyncBatchNorm (same tensors, so the optimizer keeps them), rank 0's weights and buffers
+  // (anchors included) on every rank, and gradient all-reduce hooks.
+  std::unique_ptr<GradSync> grad_sync;
+  std::vector<at::Tensor> ddp_buffers;  // broadcast before each forward without SyncBN
+  if (dist.active()) {
+    if (opt.sync_bn) {
+      const int n = convert_sync_batchnorm(*model, dist.group());
+      log_info("Using SyncBatchNorm() for " + std::to_string(n) + " layers");
+    }
+    std::vector<at::Tensor> state = model->parameters();
+    for (const auto& b : model->buffers()) state.push_back(b);
+    broadcast_coalesced(*dist.group(), state, 0);
+    if (!opt.sync_bn) ddp_buffers = model->buffers();
+    std::vector<at::Tensor> trainable;
+    for (const auto& p : model->parameters()) {
+      if (p.requires_grad()) trainable.push_back(p);
+    }
+    grad_sync = std::make_unique<GradSync>(dist.group(), trainable);
   }
 
   // Loss.
@@ -408,7 +482,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   std::vector<double> maps(nc, 0.0);  // per-class mAP50-95 of the last validation
   const bool tty = ::isatty(STDOUT_FILENO);
   const std::vector<torch::Tensor> params = model->parameters();
-  ValConfig vcfg;  // per-epoch validation: no plots (YOLOv5 plots the final one)
+  ValConfig vcfg;  // per-epoch validation (rank 0): no plots (YOLOv5 plots the final one)
   vcfg.names = names;
   vcfg.save_dir = opt.save_dir;
 
@@ -426,7 +500,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     ck.train_model = state_dict(*model);
     ck.last_opt_step = last_opt_step;
     ck.optimizer = optimizer_state(*optimizer, opt.optimizer);
-    ck.ema_updates = ema.updates();
+    ck.ema_updates = ema->updates();
     ck.opt = opt_text;
     ck.hyp = hyp_text;
     return ck;
@@ -448,7 +522,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     std::snprintf(head, sizeof(head), "\n%11s%11s%11s%11s%11s%11s%11s", "Epoch", "GPU_mem",
                   "box_loss", "obj_loss", "cls_loss", "Instances", "Size");
     log_info(head);
-    double t_data = 0, t_fwd = 0, t_bwd = 0, t_opt = 0;
+    double t_data = 0, t_fwd = 0, t_bwd = 0, t_opt = 0, t_sync = 0;
     int64_t images = 0;
     int accumulate = accumulate_target;
     std::string line;
@@ -496,18 +570,24 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
         plot_images(imgs, targets, batch->paths, names,
                     (save_dir / ("train_batch" + std::to_string(ni) + ".jpg")).string());
       }
+      const bool stepping = ni - last_opt_step >= accumulate;
+      if (grad_sync) grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
+      if (!ddp_buffers.empty()) broadcast_coalesced(*dist.group(), ddp_buffers, 0);
       const ModelOutput out = model->forward(imgs);
       const LossResult lr = compute_loss(out.raw, targets);
       t_fwd += seconds_since(t1);
       auto t2 = Clock::now();
-      lr.loss.backward();
+      // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.
+      (world > 1 ? lr.loss * world : lr.loss).backward();
       t_bwd += seconds_since(t2);
-      if (ni - last_opt_step >= accumulate) {
+      if (stepping) {
         auto t3 = Clock::now();
+        if (grad_sync) grad_sync->finish();
+        t_sync += seconds_since(t3);
         torch::nn::utils::clip_grad_norm_(params, 10.0);
         optimizer->step();
         optimizer->zero_grad();
-        ema.update(*model);
+        if (ema) ema->update(*model);
         last_opt_step = ni;
         t_opt += seconds_since(t3);
       }
@@ -518,14 +598,24 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
                     static_cast<long long>(nb));
         std::fflush(stdout);
       }
-      if (g_stop.load()) {
-        // Interrupted mid-epoch: keep the weights; a resume redoes this epoch.
-        save_checkpoint(make_checkpoint(epoch - 1), last);
+      bool stop_now = g_stop.load(), nonfinite = !std::isfinite(lr.items.sum().item<double>());
+      if (dist.active()) {  // every rank stops at the same step
+        at::Tensor flags = torch::tensor({stop_now ? 1.0 : 0.0, nonfinite ? 1.0 : 0.0},
+                                         torch::TensorOptions(torch::kDouble).device(device));
+        dist.group()->allreduce_sum(flags);
+        stop_now = flags[0].item<double>() > 0;
+        nonfinite = flags[1].item<double>() > 0;
+      }
+      if (stop_now) {
+        // Interrupted mid-epoch: keep the weights; a resume redoes this epoch. The other ranks
+        // wait for rank 0's save, so torchrun does not stop it halfway.
+        if (rank0) save_checkpoint(make_checkpoint(epoch - 1), last);
+        dist.from_rank0("interrupted", "saved");
         throw TrainingInterrupted("training stopped at epoch " + std::to_string(epoch) +
                                   ", batch " + std::to_string(i) + "; resume with --resume " +
                                   last);
       }
-      if (!std::isfinite(lr.items.sum().item<double>())) {
+      if (nonfinite) {
         throw std::runtime_error("the training loss is not finite at epoch " +
                                  std::to_string(epoch) + ", batch " + std::to_string(i) +
                                  " (check the data and learning rate)");
@@ -534,69 +624,87 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     if (tty && log_enabled()) std::printf("\r");
     log_info(line);
     const double t_ep = seconds_since(t_epoch);
-    log_info("  " + std::to_string(images) + " images in " + fmt("%.1f", t_ep) + " s (" +
-             fmt("%.1f", images / std::max(t_ep, 1e-9)) + " img/s): data " + fmt("%.1f", t_data) +
-             " s, forward+loss " + fmt("%.1f", t_fwd) + " s, backward " + fmt("%.1f", t_bwd) +
-             " s, optimizer+EMA " + fmt("%.1f", t_opt) + " s");
+    log_info("  " + std::to_string(images * world) + " images in " + fmt("%.1f", t_ep) + " s (" +
+             fmt("%.1f", images * world / std::max(t_ep, 1e-9)) + " img/s): data " +
+             fmt("%.1f", t_data) + " s, forward+loss " + fmt("%.1f", t_fwd) + " s, backward " +
+             fmt("%.1f", t_bwd) + " s, optimizer+EMA " + fmt("%.1f", t_opt - t_sync) + " s" +
+             (dist.active() ? ", all-reduce wait " + fmt("%.2f", t_sync) + " s (rank 0)" : ""));
 
     std::vector<double> lrs;
     for (size_t g = 0; g < 3; ++g) lrs.push_back(group_lr(*optimizer, g));
     for (size_t g = 0; g < 3; ++g) set_group_lr(*optimizer, g, initial_lr * lf(epoch + 1));
 
-    // Validation and checkpoints.
-    const bool final_epoch = epoch + 1 == opt.epochs || stopper.possible_stop;
-    if (!opt.noval || final_epoch) {
-      const ValResult vr = run_validation(ema_model, val_loader, vcfg, &compute_loss, device);
-      log_info(format_val_table(vr, names, false));
-      results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
-      std::fill(maps.begin(), maps.end(), vr.map);
-      for (size_t k = 0; k < vr.ap.classes.size(); ++k) maps[vr.ap.classes[k]] = vr.ap.ap_mean(k);
-    }
-    const double fi = fitness(results[2], results[3]);
-    const bool stop = stopper(epoch, fi);
-    const bool is_best = fi > best_fitness;
-    if (is_best) best_fitness = fi;
-    std::vector<double> row{mloss[0].item<double>(), mloss[1].item<double>(),
-                            mloss[2].item<double>()};
-    row.insert(row.end(), results.begin(), results.end());
-    row.insert(row.end(), lrs.begin(), lrs.end());
-    append_results_csv((save_dir / "results.csv").string(), epoch, row);
-    if (!opt.nosave || final_epoch || g_stop.load()) {
-      const Checkpoint ck = make_checkpoint(epoch);
-      save_checkpoint(ck, last);
-      if (is_best) save_checkpoint(ck, best);
-      if (opt.save_period > 0 && epoch % opt.save_period == 0) {
-        save_checkpoint(ck, (wdir / ("epoch" + std::to_string(epoch) + ".pt")).string());
+    // Validation, results and checkpoints on rank 0; the others wait for its decision.
+    std::string decision = "continue";
+    if (rank0) {
+      const bool final_epoch = epoch + 1 == opt.epochs || stopper.possible_stop;
+      if (!opt.noval || final_epoch) {
+        const ValResult vr = run_validation(ema_model, *val_loader, vcfg, &compute_loss, device);
+        log_info(format_val_table(vr, names, false));
+        results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
+        std::fill(maps.begin(), maps.end(), vr.map);
+        for (size_t k = 0; k < vr.ap.classes.size(); ++k) {
+          maps[vr.ap.classes[k]] = vr.ap.ap_mean(k);
+        }
+      }
+      const double fi = fitness(results[2], results[3]);
+      const bool stop = stopper(epoch, fi);
+      const bool is_best = fi > best_fitness;
+      if (is_best) best_fitness = fi;
+      std::vector<double> row{mloss[0].item<double>(), mloss[1].item<double>(),
+                              mloss[2].item<double>()};
+      row.insert(row.end(), results.begin(), results.end());
+      row.insert(row.end(), lrs.begin(), lrs.end());
+      append_results_csv((save_dir / "results.csv").string(), epoch, row);
+      if (!opt.nosave || final_epoch || g_stop.load()) {
+        const Checkpoint ck = make_checkpoint(epoch);
+        save_checkpoint(ck, last);
+        if (is_best) save_checkpoint(ck, best);
+        if (opt.save_period > 0 && epoch % opt.save_period == 0) {
+          save_checkpoint(ck, (wdir / ("epoch" + std::to_string(epoch) + ".pt")).string());
+        }
+      }
+      if (g_stop.load() && epoch + 1 < opt.epochs) {
+        if (opt.nosave) save_checkpoint(make_checkpoint(epoch), last);
+        decision = "interrupt";
+      } else if (stop) {
+        decision = "stop";
       }
     }
+    decision = dist.from_rank0("epoch/" + std::to_string(epoch), decision);
     summary.epochs_run = epoch + 1;
     std::copy(results.begin(), results.end(), summary.last_results.begin());
     if (hooks.on_epoch_end) hooks.on_epoch_end(epoch);
-    if (g_stop.load() && epoch + 1 < opt.epochs) {
-      if (opt.nosave) save_checkpoint(make_checkpoint(epoch), last);
+    if (decision == "interrupt") {
       throw TrainingInterrupted("training stopped after epoch " + std::to_string(epoch) +
                                 "; resume with --resume " + last);
     }
-    if (stop) break;
+    if (decision == "stop") break;
   }
   log_info("\n" + std::to_string(summary.epochs_run) + " epochs completed in " +
            fmt("%.3f", seconds_since(t_train) / 3600) + " hours.");
-  // YOLOv5 strips the optimizer from the final weights unless periodic checkpoints were asked for.
-  for (const std::string& f : {last, best}) {
-    if (fs::exists(f) && opt.save_period < 1) strip_optimizer(f);
+  if (rank0) {
+    // YOLOv5 strips the optimizer from the final weights unless periodic checkpoints were asked
+    // for.
+    for (const std::string& f : {last, best}) {
+      if (fs::exists(f) && opt.save_period < 1) strip_optimizer(f);
+    }
+    // Final validation of best.pt with the per-class table.
+    if (fs::exists(best)) {
+      log_info("\nValidating " + best + "...");
+      load_state_dict(*ema_model, load_checkpoint(best).model);
+      ValConfig fcfg = vcfg;
+      fcfg.verbose = true;
+      fcfg.plots = plots;
+      const ValResult vr = run_validation(ema_model, *val_loader, fcfg, &compute_loss, device);
+      log_info(format_val_table(vr, names, true));
+      summary.final_results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
+    }
+    if (plots) {
+      plot_results((save_dir / "results.csv").string(), (save_dir / "results.png").string());
+    }
   }
-  // Final validation of best.pt with the per-class table.
-  if (fs::exists(best)) {
-    log_info("\nValidating " + best + "...");
-    load_state_dict(*ema_model, load_checkpoint(best).model);
-    ValConfig fcfg = vcfg;
-    fcfg.verbose = true;
-    fcfg.plots = plots;
-    const ValResult vr = run_validation(ema_model, val_loader, fcfg, &compute_loss, device);
-    log_info(format_val_table(vr, names, true));
-    summary.final_results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
-  }
-  if (plots) plot_results((save_dir / "results.csv").string(), (save_dir / "results.png").string());
+  dist.from_rank0("finished", "done");
   summary.best_fitness = best_fitness;
   log_info("Results saved to " + opt.save_dir);
   return summary;

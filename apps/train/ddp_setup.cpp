@@ -1,0 +1,83 @@
+#include "apps/train/ddp_setup.h"
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+
+#include "utils/errors.h"
+#include "utils/log.h"
+
+namespace yolo {
+
+DistContext::DistContext(DistEnv env, std::shared_ptr<ProcessGroup> pg)
+    : env_(std::move(env)), pg_(std::move(pg)) {}
+
+std::string DistContext::from_rank0(const std::string& key, const std::string& value) const {
+  if (!active()) return value;
+  if (pg_->rank() == 0) {
+    pg_->store_set(key, value);
+    return value;
+  }
+  try {
+    return pg_->store_get(key, std::chrono::seconds(kRank0WorkTimeoutSeconds));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(pg_->rank()) + " waited for rank 0 ('" +
+                             key + "') and gave up: " + e.what() +
+                             " (rank 0 died or was stopped; see its error)");
+  }
+}
+
+std::function<void()> DistContext::rank0_first(const std::string& name) const {
+  auto calls = std::make_shared<int>(0);
+  return [this, name, calls] { from_rank0(name + "/" + std::to_string((*calls)++), "done"); };
+}
+
+DistContext start_distributed(const Options& opt, DeviceSelection& dev) {
+  const DistEnv env = read_dist_env(opt.local_rank);
+  if (!env.distributed()) {
+    dev = select_device(opt.device, opt.batch_size);
+    return {};
+  }
+  const std::string msg = "is not compatible with YOLOv5 Multi-GPU DDP training";
+  if (opt.image_weights) throw UsageError("--image-weights " + msg);
+  if (opt.evolve > 0) throw UsageError("--evolve " + msg);
+  if (opt.batch_size % env.world_size != 0) {
+    throw UsageError("--batch-size " + std::to_string(opt.batch_size) +
+                     " must be multiple of WORLD_SIZE (" + std::to_string(env.world_size) + ")");
+  }
+  dev = select_device(opt.device);
+  if (dev.device.is_cuda()) {
+    const int n = static_cast<int>(torch::cuda::device_count());
+    if (n <= env.local_rank) {
+      throw UsageError("insufficient CUDA devices for DDP command: LOCAL_RANK " +
+                       std::to_string(env.local_rank) + " needs cuda:" +
+                       std::to_string(env.local_rank) + " but " + std::to_string(n) +
+                       " are visible; use --nproc_per_node <= " + std::to_string(n));
+    }
+    dev.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    dev.description = "CUDA:" + std::to_string(env.local_rank);
+  } else if (const char* t = std::getenv("OMP_NUM_THREADS"); t && std::atoi(t) > 0) {
+    torch::set_num_threads(std::atoi(t));  // torchrun's default is 1 thread per rank
+  }
+  const std::string backend =
+      !opt.dist_backend.empty() ? opt.dist_backend : (dev.device.is_cuda() ? "nccl" : "gloo");
+  if (backend == "nccl" && !dev.device.is_cuda()) {
+    throw UsageError("--dist-backend nccl needs CUDA devices; this rank runs on " +
+                     dev.description + " (use gloo)");
+  }
+  // Gloo: 60 s (YOLOv5 #3680); NCCL: c10d's default of 30 minutes.
+  const int timeout_s = opt.dist_timeout > 0 ? opt.dist_timeout : (backend == "gloo" ? 60 : 1800);
+  // Only rank 0 (global RANK, also in multi-node) logs; the others print errors only.
+  set_log_enabled(env.rank == 0);
+  set_log_tag("[rank" + std::to_string(env.rank) + "] ");
+  auto pg = init_process_group(env, backend, std::chrono::seconds(timeout_s));
+  log_info("DDP: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+           " (" + backend + ", timeout " + std::to_string(timeout_s) + " s, " +
+           std::to_string(opt.batch_size / env.world_size) + " images per rank)");
+  return DistContext(env, std::move(pg));
+}
+
+}  // namespace yolo
