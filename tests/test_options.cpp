@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "utils/errors.h"
@@ -203,4 +204,43 @@ TEST(Options, WrongTypeInOptYamlNamesKeyAndLine) {
     EXPECT_NE(std::string(e.what()).find("opt.yaml:2"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("batch_size"), std::string::npos) << e.what();
   }
+}
+
+TEST(Options, NprocPerNodeTakesAutoOrTwoOrMore) {
+  unsetenv("LOCAL_RANK");
+  EXPECT_EQ(parse({}).opt.nproc_per_node, 0);
+  EXPECT_EQ(parse({"--nproc-per-node", "2"}).opt.nproc_per_node, 2);
+  EXPECT_EQ(parse({"--nproc-per-node=8"}).opt.nproc_per_node, 8);
+  EXPECT_EQ(parse({"--nproc_per_node", "auto"}).opt.nproc_per_node, -1);
+  for (const char* bad : {"1", "0", "-2", "two", "2.5"}) {
+    const std::string msg = usage_error({"--nproc-per-node", bad});
+    EXPECT_NE(msg.find("--nproc-per-node"), std::string::npos) << bad << ": " << msg;
+  }
+  EXPECT_NE(usage_error({"--nproc-per-node"}).find("nproc-per-node"), std::string::npos);
+  EXPECT_NE(parse({"--help"}).help_text.find("--nproc-per-node"), std::string::npos);
+}
+
+TEST(Options, NprocPerNodeRefusesEvolveLocalRankAndTorchrun) {
+  unsetenv("LOCAL_RANK");
+  std::string msg = usage_error({"--nproc-per-node", "2", "--evolve"});
+  EXPECT_NE(msg.find("--nproc-per-node"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--evolve"), std::string::npos) << msg;
+  msg = usage_error({"--nproc-per-node", "2", "--local_rank", "0"});
+  EXPECT_NE(msg.find("--local_rank"), std::string::npos) << msg;
+  setenv("LOCAL_RANK", "1", 1);
+  msg = usage_error({"--nproc-per-node", "auto"});
+  unsetenv("LOCAL_RANK");
+  EXPECT_NE(msg.find("--nproc-per-node"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("torchrun"), std::string::npos) << msg;
+}
+
+TEST(Options, NprocPerNodeIsAcceptedWithResumeAndKeptOutOfOptYaml) {
+  unsetenv("LOCAL_RANK");
+  const Options o = parse({"--resume", "--nproc-per-node", "2"}).opt;
+  EXPECT_TRUE(o.resume);
+  EXPECT_EQ(o.nproc_per_node, 2);
+  const YAML::Node n = yolo::options_to_yaml(o);
+  EXPECT_FALSE(n["nproc_per_node"]);
+  EXPECT_FALSE(n["nproc-per-node"]);
+  EXPECT_EQ(yolo::options_from_yaml(n, "opt.yaml").nproc_per_node, 0);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <set>
@@ -45,7 +46,8 @@ std::vector<std::string> normalize_argv(int argc, const char* const* argv) {
       {"--img-size", "--imgsz"},
       {"--batch", "--batch-size"},
       {"--local-rank", "--local_rank"},
-      {"--sync_bn", "--sync-bn"}};
+      {"--sync_bn", "--sync-bn"},
+      {"--nproc_per_node", "--nproc-per-node"}};
   static const std::set<std::string> kOptionalValue = {"--resume", "--evolve", "--cache"};
   std::vector<std::string> out;
   if (argc > 0) out.emplace_back(argv[0]);
@@ -113,6 +115,21 @@ double to_double(const cxxopts::ParseResult& r, const std::string& flag) {
   return parse_double(flag, r[flag].as<std::string>());
 }
 
+// --nproc-per-node's value: "auto" -> -1, else an integer >= 2 (0 would read as "not given").
+int parse_nproc(const std::string& v) {
+  if (v == "auto") return -1;
+  int n = 0;
+  try {
+    n = parse_int("nproc-per-node", v);
+  } catch (const UsageError&) {
+  }
+  if (n < 2) {
+    throw UsageError("--nproc-per-node: expected 'auto' or a number of processes >= 2, got '" + v +
+                     "'; to train in one process leave the flag out");
+  }
+  return n;
+}
+
 cxxopts::Options make_cli() {
   cxxopts::Options o("train", "Train a YOLOv5 model (YOLOv5 v7.0 train.py flags)");
   o.custom_help("[flags]");
@@ -163,7 +180,11 @@ cxxopts::Options make_cli() {
       "dist-backend", "process group backend: nccl or gloo (default: nccl on CUDA, gloo on CPU)",
       cxxopts::value<std::string>()->default_value(""))(
       "dist-timeout", "process group timeout in seconds (0: 60 for gloo, NCCL's default)",
-      cxxopts::value<std::string>()->default_value("0"))("h,help", "show this help and exit");
+      cxxopts::value<std::string>()->default_value("0"))(
+      "nproc-per-node",
+      "start N DDP worker processes of train on this machine (N >= 2, or 'auto': one per GPU, "
+      "2 on CPU); no torchrun needed",
+      cxxopts::value<std::string>())("h,help", "show this help and exit");
   return o;
 }
 
@@ -267,6 +288,9 @@ ParsedTrainArgs parse_train_args(int argc, const char* const* argv, bool reject_
     o.local_rank = to_int(r, "local_rank");
     o.dist_backend = r["dist-backend"].as<std::string>();
     o.dist_timeout = to_int(r, "dist-timeout");
+    if (r.count("nproc-per-node")) {
+      o.nproc_per_node = parse_nproc(r["nproc-per-node"].as<std::string>());
+    }
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(std::string(e.what()) + " (see train --help)");
   }
@@ -276,6 +300,14 @@ ParsedTrainArgs parse_train_args(int argc, const char* const* argv, bool reject_
     }
   }
   validate_options(out.opt);
+  if (out.opt.nproc_per_node != 0) {
+    // The workers run without the flag; one that still sees LOCAL_RANK was started by torchrun.
+    if (const char* lr = std::getenv("LOCAL_RANK")) {
+      throw UsageError("--nproc-per-node: LOCAL_RANK=" + std::string(lr) +
+                       " is set, so this process was started by torchrun (or another launcher); "
+                       "use either torchrun or --nproc-per-node, not both");
+    }
+  }
   return out;
 }
 
@@ -309,6 +341,21 @@ void validate_options(const Options& o) {
     bad("dist-backend", "must be 'nccl' or 'gloo' (got '" + o.dist_backend + "')");
   }
   if (o.dist_timeout < 0) bad("dist-timeout", "must be >= 0 seconds");
+  if (o.nproc_per_node != 0) {
+    if (o.nproc_per_node != -1 && o.nproc_per_node < 2) {
+      bad("nproc-per-node", "must be 'auto' or a number of processes >= 2 (got " +
+                                std::to_string(o.nproc_per_node) +
+                                "); to train in one process leave the flag out");
+    }
+    if (o.evolve > 0) {
+      bad("nproc-per-node",
+          "cannot be used with --evolve (evolution trains one process at a time)");
+    }
+    if (o.local_rank != -1) {
+      bad("nproc-per-node",
+          "cannot be used with --local_rank (the launcher sets each worker's rank)");
+    }
+  }
   if (o.project.empty()) bad("project", "must not be empty");
   if (o.name.empty() || o.name.find('/') != std::string::npos) {
     bad("name", "must be a non-empty folder name without '/'");

@@ -51,7 +51,10 @@ struct Options {
   int local_rank = -1;
   std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
   int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise
-  std::string save_dir;      // set once the run dir is chosen
+  // --nproc-per-node: 0 = no launcher, -1 = auto, else N >= 2 workers. Not in opt.yaml: the
+  // workers run without it, and a run may be resumed with or without the launcher.
+  int nproc_per_node = 0;
+  std::string save_dir;  // set once the run dir is chosen
 
   // Flags the user gave explicitly on the command line (names without dashes).
   std::vector<std::string> given;
