@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -128,6 +129,12 @@ std::string describe_status(int status) {
            (name ? " (SIG" + std::string(name) + ")" : "");
   }
   return "ended with wait status " + std::to_string(status);
+}
+
+std::string seconds(double s) {
+  std::ostringstream os;
+  os << s << " s";
+  return os.str();
 }
 
 std::string signal_name(int sig) {
@@ -422,14 +429,15 @@ int launch_workers(const std::string& exe, const std::vector<std::string>& args,
         stop_signals_seen = seen;
         if (stop_signal == 0 && failed < 0) {
           stop_signal = g_last_signal;
-          log_error("launcher: got " + signal_name(stop_signal) + "; sending SIGTERM to " +
-                    std::to_string(set.alive()) +
-                    " workers (they save a resumable last.pt; a second Ctrl-C kills them)");
+          log_warn("launcher: got " + signal_name(stop_signal) + "; sending SIGTERM to " +
+                   std::to_string(set.alive()) +
+                   " worker(s): they finish the step and save a resumable last.pt (SIGKILL after " +
+                   seconds(cfg.stop_grace_seconds) + ", or at a second Ctrl-C)");
           begin_stop(cfg.stop_grace_seconds);
         } else if (stop_signal == 0) {
           stop_signal = g_last_signal;  // already stopping after a failure
         } else if (!killed) {
-          log_error("launcher: second stop signal; killing the workers");
+          log_warn("launcher: second stop signal; killing the workers");
           set.signal_all(SIGKILL);
           killed = true;
         }
@@ -450,9 +458,9 @@ int launch_workers(const std::string& exe, const std::vector<std::string>& args,
         if (failed < 0 && stop_signal == 0) {
           failed = static_cast<int>(i);
           if (set.alive() > 0) {
-            log_error("launcher: stopping the other " + std::to_string(set.alive()) +
-                      " workers (SIGTERM, SIGKILL after " + std::to_string(cfg.grace_seconds) +
-                      " s)");
+            log_error("launcher: stopping the " + std::to_string(set.alive()) +
+                      " other running worker(s): SIGTERM, then SIGKILL after " +
+                      seconds(cfg.grace_seconds));
             begin_stop(cfg.grace_seconds);
           }
         }

@@ -31,7 +31,7 @@ for bad in 1 0 -2 two; do
   check 2 "--nproc-per-node" "launcher:" -- "$T" --nproc-per-node "$bad"
 done
 check 2 "--nproc-per-node" "launcher:" -- "$T" --nproc_per_node=1
-check 2 "--nproc-per-node" "launcher:" -- "$T" --nproc-per-node
+check 2 "nproc-per-node" "launcher:" -- "$T" --nproc-per-node
 check 2 "--evolve" "launcher:" -- "$T" --nproc-per-node 2 --evolve 5
 check 2 "--local_rank" "launcher:" -- "$T" --nproc-per-node 2 --local_rank 0
 check 2 "torchrun" "launcher:" -- env LOCAL_RANK=0 "$T" --nproc-per-node auto
