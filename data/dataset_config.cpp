@@ -17,6 +17,8 @@ namespace fs = std::filesystem;
 namespace yolo {
 namespace {
 
+constexpr int kMaxClasses = 100000;
+
 std::string where(const std::string& file, const YAML::Node& node) {
   return file + ":" + std::to_string(node.Mark().line + 1);
 }
@@ -107,8 +109,14 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
   cfg.test = read_sources(node, "test", yaml_path, root);
 
   const YAML::Node names = node["names"];
+  auto name_of = [&](const YAML::Node& n) {
+    if (!n.IsScalar()) {
+      throw std::runtime_error(where(yaml_path, n) + ": each class name must be a plain string");
+    }
+    return n.Scalar();
+  };
   if (names && names.IsSequence()) {
-    for (const auto& n : names) cfg.names.push_back(n.as<std::string>());
+    for (const auto& n : names) cfg.names.push_back(name_of(n));
   } else if (names && names.IsMap()) {
     std::map<int, std::string> by_id;
     for (const auto& kv : names) {
@@ -121,7 +129,7 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
                                  "nc-1, got '" +
                                  kv.first.Scalar() + "'");
       }
-      by_id[id] = kv.second.as<std::string>();
+      by_id[id] = name_of(kv.second);
     }
     int expect = 0;
     for (const auto& [id, name] : by_id) {
@@ -135,6 +143,11 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
     }
   } else if (node["nc"]) {
     const int nc = yaml_get<int>(node, "nc", yaml_path);
+    // Bounded so a typo (nc: 1000000000) is an error, not an out-of-memory kill.
+    if (nc > kMaxClasses) {
+      throw std::runtime_error(where(yaml_path, node["nc"]) + ": nc " + std::to_string(nc) +
+                               " is more than " + std::to_string(kMaxClasses) + " classes");
+    }
     for (int i = 0; i < nc; ++i) cfg.names.push_back("class" + std::to_string(i));
   } else {
     throw std::runtime_error(yaml_path + ": missing key 'names' (a list, or a {id: name} map)");

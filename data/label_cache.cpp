@@ -194,7 +194,8 @@ bool decode_label_cache(const std::string& bytes, uint64_t expected_hash, LabelS
     if (!r.pod(c)) return false;
   }
   s.found = counts[0], s.missing = counts[1], s.empty = counts[2], s.corrupt = counts[3];
-  if (!r.pod(n)) return false;
+  // Bound counts by the bytes left so a damaged or hostile cache cannot demand a huge allocation.
+  if (!r.pod(n) || n > body.size()) return false;
   s.records.resize(n);
   for (auto& rec : s.records) {
     uint32_t nl = 0;

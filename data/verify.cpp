@@ -12,6 +12,14 @@
 namespace yolo {
 namespace {
 
+// JPEG by content (SOI marker FFD8), as PIL's im.format: a PNG named .jpg is a PNG.
+bool is_jpeg_content(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(head), 2);
+  return in && head[0] == 0xFF && head[1] == 0xD8;
+}
+
 bool ends_with_jpeg_marker(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in || in.tellg() < 2) return false;
@@ -19,17 +27,6 @@ bool ends_with_jpeg_marker(const std::string& path) {
   unsigned char tail[2] = {0, 0};
   in.read(reinterpret_cast<char*>(tail), 2);
   return tail[0] == 0xFF && tail[1] == 0xD9;
-}
-
-bool has_ext(const std::string& path, std::initializer_list<const char*> exts) {
-  const auto dot = path.rfind('.');
-  if (dot == std::string::npos) return false;
-  std::string e = path.substr(dot + 1);
-  for (auto& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* x : exts) {
-    if (e == x) return true;
-  }
-  return false;
 }
 
 // Parses one token as a finite float; false on junk, NaN or inf.
@@ -119,7 +116,7 @@ VerifiedImage verify_image_label(const std::string& image_path, const std::strin
     return fail("image size " + std::to_string(r.width) + "x" + std::to_string(r.height) +
                 " is under 10 pixels");
   }
-  if (has_ext(image_path, {"jpg", "jpeg"}) && !ends_with_jpeg_marker(image_path)) {
+  if (is_jpeg_content(image_path) && !ends_with_jpeg_marker(image_path)) {
     return fail("truncated JPEG (no FFD9 end marker); re-save or remove the file");
   }
   std::ifstream probe(label_path);

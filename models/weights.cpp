@@ -2,10 +2,9 @@
 
 #include <torch/torch.h>
 
-#include <fstream>
-#include <iterator>
 #include <set>
 
+#include "utils/checkpoint.h"
 #include "utils/fs_atomic.h"
 #include "utils/log.h"
 
@@ -20,12 +19,6 @@ StateDict state_dict(const torch::nn::Module& module) {
 
 namespace {
 
-std::vector<char> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open the weights file (does it exist?)");
-  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 bool to_state_dict(const c10::IValue& v, StateDict& out) {
   if (!v.isGenericDict()) return false;
   for (const auto& kv : v.toGenericDict()) {
@@ -38,23 +31,10 @@ bool to_state_dict(const c10::IValue& v, StateDict& out) {
 }  // namespace
 
 StateDict read_state_dict(const std::string& path) {
-  const std::vector<char> bytes = read_bytes(path);
-  // A torch.save zip starts with the local file header "PK\3\4".
-  if (bytes.size() < 4 || bytes[0] != 'P' || bytes[1] != 'K' || bytes[2] != 3 || bytes[3] != 4) {
-    throw std::runtime_error(path +
-                             ": not a zip-format torch.save file (legacy or foreign format); "
-                             "re-save it with scripts/export_yolov5_weights.py");
-  }
-  c10::IValue v;
-  try {
-    v = torch::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    what = what.substr(0, what.find('\n'));
-    throw std::runtime_error(path + ": cannot read the weights (" + what +
-                             "); the file may be truncated or hold an OrderedDict: save "
-                             "dict(model.state_dict()) instead");
-  }
+  const c10::IValue v = read_pickle_archive(
+      path, "weights file",
+      "; YOLOv5 .pt files: convert them with scripts/export_yolov5_weights.py; an OrderedDict "
+      "state_dict: save dict(model.state_dict()) instead");
   StateDict sd;
   if (to_state_dict(v, sd)) return sd;
   if (v.isGenericDict()) {

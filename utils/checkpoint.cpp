@@ -41,22 +41,59 @@ void save_checkpoint(const Checkpoint& c, const std::string& path) {
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
+c10::IValue read_pickle_archive(const std::string& path, const std::string& kind,
+                                const std::string& hint) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open the checkpoint (does it exist?)");
+  if (!in) throw std::runtime_error(path + ": cannot open the " + kind + " (does it exist?)");
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
                                 std::istreambuf_iterator<char>());
-  if (bytes.size() < 4 || bytes[0] != 'P' || bytes[1] != 'K') {
-    throw std::runtime_error(path + ": not a checkpoint (expected a zip-format torch.save file)");
+  // A torch.save zip starts with the local file header "PK\3\4".
+  if (bytes.size() < 4 || bytes[0] != 'P' || bytes[1] != 'K' || bytes[2] != 3 || bytes[3] != 4) {
+    throw std::runtime_error(
+        path + ": not a " + kind +
+        ": not a zip-format torch.save file (empty, legacy or foreign format)" + hint);
   }
-  c10::IValue v;
   try {
-    v = torch::pickle_load(bytes);
+    return torch::pickle_load(bytes);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    throw std::runtime_error(path + ": cannot read the checkpoint (" +
-                             what.substr(0, what.find('\n')) + "); the file may be truncated");
+    what = what.substr(0, what.find('\n'));
+    // Caffe2's "[enforce fail at inline_container.cc:165] . " prefix says nothing to a user.
+    if (what.rfind("[enforce fail at ", 0) == 0 && what.find("] ") != std::string::npos) {
+      what = what.substr(what.find("] ") + 2);
+      if (what.rfind(". ", 0) == 0) what = what.substr(2);
+    }
+    const std::string no_code =
+        "; checkpoints and weights may hold only tensors and plain values, and loading never "
+        "executes code";
+    const auto global = what.find("found unknown ");
+    if (global != std::string::npos) {
+      // "Unpickler found unknown type os.system" / "... unknown torch global, 'torch.x'"
+      const auto name = what.find_last_of(" '", what.size() - 2);
+      std::string ref = what.substr(name + 1);
+      if (!ref.empty() && ref.back() == '\'') ref.pop_back();
+      throw std::runtime_error(path + ": refused: the pickle calls Python code (" + ref + ")" +
+                               no_code);
+    }
+    if (what.find("Unknown opcode") != std::string::npos) {
+      throw std::runtime_error(path + ": refused: the pickle uses an opcode LibTorch does not " +
+                               "load (" + what + ")" + no_code);
+    }
+    if (what.find("Pickle protocol") != std::string::npos) {
+      throw std::runtime_error(path + ": refused: not pickle protocol 2, the one torch.save " +
+                               "writes (" + what + "); save it with torch.save" + no_code);
+    }
+    if (what.find("maximum supported version") != std::string::npos) {
+      throw std::runtime_error(path + ": written in a newer torch.save format than this " +
+                               "LibTorch reads (" + what + "); re-save it with an older torch");
+    }
+    throw std::runtime_error(path + ": cannot read the " + kind + " (" + what +
+                             "); the file may be truncated or damaged" + hint);
   }
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const c10::IValue v = read_pickle_archive(path, "checkpoint");
   if (!v.isGenericDict()) throw std::runtime_error(path + ": not a checkpoint dict");
   const auto d = v.toGenericDict();
   auto need = [&](const char* key) {

@@ -27,6 +27,14 @@ struct Checkpoint {
   bool has_optimizer() const { return !optimizer.isNone(); }
 };
 
+// Reads a zip-format torch.save file (what checkpoints and weights files are) into an IValue.
+// LibTorch's unpickler builds tensors and plain values only and resolves no Python globals, so a
+// pickle that names code (GLOBAL os.system + REDUCE, INST, ...) is refused and nothing runs.
+// Errors name `path`, say why (not a zip, truncated, newer format, code) and what to do; `kind` is
+// "checkpoint" or "weights file" for the messages, `hint` is appended to generic read errors.
+c10::IValue read_pickle_archive(const std::string& path, const std::string& kind,
+                                const std::string& hint = "");
+
 void save_checkpoint(const Checkpoint& ckpt, const std::string& path);
 // Throws std::runtime_error naming the file when it is missing, not a checkpoint, or truncated.
 Checkpoint load_checkpoint(const std::string& path);

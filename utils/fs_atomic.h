@@ -6,7 +6,8 @@
 namespace yolo {
 
 // Throws std::runtime_error naming `path` and the OS error (e.g. disk full, read-only folder);
-// on failure the previous file at `path` is left untouched.
+// on failure the previous file at `path` is left untouched. After a successful write, temporary
+// files of the same target left by killed writers (untouched for 10 minutes) are removed.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace yolo

@@ -45,12 +45,15 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
       throw UsageError("--cfg: required for " + weights +
                        " (a weights file without training options); pass the model YAML");
     }
-  } else {
-    std::error_code e2;
-    if (from_checkpoint && !std::filesystem::is_regular_file(out.cfg, e2)) {
+  } else if (cfg.empty() && from_checkpoint) {
+    // The YAML named by the checkpoint's opt.yaml: when it is gone, say so (not a --cfg error).
+    try {
+      out.cfg = resolve_config(out.cfg, ConfigKind::kModel, "--cfg");
+    } catch (const UsageError&) {
       throw std::runtime_error(weights + ": its model YAML " + out.cfg +
                                " no longer exists; pass --cfg");
     }
+  } else {
     out.cfg = resolve_config(out.cfg, ConfigKind::kModel, "--cfg");
   }
   if (!out.data.empty()) {

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Bad input through the real executables: each case must end with exit status 1 (bad file) or 2
+# (bad flag), never a signal or a hang, and the message must name the file, line or flag. Bad
+# images and labels inside a dataset are skipped with a warning naming each file (as YOLOv5).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" "$@"
+cd "$tmp"
+T="$BIN/train"
+
+# --- images and labels: one run over a dataset mixing good and bad files --------------------
+mixed="$tmp/mixed"
+"$TOOL" dataset "$mixed" 4 2
+tr=$mixed/images/train
+lb=$mixed/labels/train
+head -c 3000 /dev/urandom >"$tr/random.jpg"
+: >"$tr/zero.jpg"
+"$TOOL" image "$tmp/whole.jpg"
+head -c -2 "$tmp/whole.jpg" >"$tr/cut.jpg"  # decodes, but lacks the FFD9 end marker
+"$TOOL" image "$tmp/png.png"
+mv "$tmp/png.png" "$tr/png_named.jpg"  # a valid image whatever its name
+for f in random zero cut png_named; do echo "0 0.5 0.5 0.2 0.2" >"$lb/$f.txt"; done
+declare -A bad_labels=(
+  [cols4]="0 0.5 0.5 0.2"
+  [cols6]="0 0.5 0.5 0.2 0.2 0.1"
+  [word]="0 0.5 abc 0.2 0.2"
+  [nan]="0 nan 0.5 0.2 0.2"
+  [inf]="0 0.5 0.5 inf 0.2"
+  [negative]="0 0.5 -0.1 0.2 0.2"
+  [over_one]="0 0.5 1.5 0.2 0.2"
+  [class_id]="3 0.5 0.5 0.2 0.2"
+)
+for name in "${!bad_labels[@]}"; do
+  "$TOOL" image "$tr/$name.png"
+  printf '%s\n' "${bad_labels[$name]}" >"$lb/$name.txt"
+done
+"$TOOL" image "$tr/empty_label.png"
+: >"$lb/empty_label.txt"
+check 0 "random.jpg" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --name mixed
+for f in zero.jpg cut.jpg; do grep -qF "$f" <<<"$LAST_OUT" || { echo "FAIL: no warning for $f"; fails=$((fails + 1)); }; done
+grep -qF "FFD9" <<<"$LAST_OUT" || { echo "FAIL: truncated JPEG not called truncated"; fails=$((fails + 1)); }
+lacks "png_named.jpg"
+lacks "empty_label"
+for name in "${!bad_labels[@]}"; do
+  grep -qF "labels/train/$name.txt:1:" <<<"$LAST_OUT" ||
+    { echo "FAIL: no warning naming labels/train/$name.txt:1"; fails=$((fails + 1)); }
+done
+grep -qF "nc=3" <<<"$LAST_OUT" || { echo "FAIL: class id message lacks nc=3"; fails=$((fails + 1)); }
+weights="$tmp/runs/mixed/weights/best.pt"
+[ -f "$weights" ] || { echo "FAIL: the mixed run wrote no best.pt"; exit 1; }
+
+# Nothing usable: every image corrupt; labels/ missing altogether.
+allbad="$tmp/allbad"
+"$TOOL" dataset "$allbad" 2 2
+for f in "$allbad"/images/train/*.png; do : >"$f"; done
+check 1 "no usable images" -- "$T" --data "$allbad/data.yaml" "${TINY[@]}"
+nolabels="$tmp/nolabels"
+"$TOOL" dataset "$nolabels" 2 2
+rm -r "$nolabels/labels"
+check 1 "no labels found" -- "$T" --data "$nolabels/data.yaml" "${TINY[@]}"
+
+# --- dataset YAML ------------------------------------------------------------------------
+y="$tmp/yaml"
+mkdir -p "$y"
+good_root=$mixed
+printf 'path: %s\nval: images/val\nnames: [a, b, c]\n' "$good_root" >"$y/no_train.yaml"
+printf 'path: %s\ntrain: images/train\nnames: [a, b, c]\n' "$good_root" >"$y/no_val.yaml"
+printf 'path: %s\ntrain: images/train\nval: images/val\n' "$good_root" >"$y/no_names.yaml"
+printf 'path: %s\ntrain: images/train\nval: images/val\nnc: 4\nnames: [a, b, c]\n' "$good_root" >"$y/nc.yaml"
+printf 'path: %s/nowhere\ntrain: images/train\nval: images/val\nnames: [a, b, c]\n' "$tmp" >"$y/missing.yaml"
+printf 'path: %s\ntrain: images/train\nval: [images/val\nnames: [a, b, c]\n' "$good_root" >"$y/syntax.yaml"
+check 1 "'train'" -- "$T" --data "$y/no_train.yaml" "${TINY[@]}"
+check 1 "'val'" -- "$T" --data "$y/no_val.yaml" "${TINY[@]}"
+check 1 "'names'" -- "$T" --data "$y/no_names.yaml" "${TINY[@]}"
+check 1 "nc.yaml:4" -- "$T" --data "$y/nc.yaml" "${TINY[@]}"
+check 1 "$tmp/nowhere/images/train" -- "$T" --data "$y/missing.yaml" "${TINY[@]}"
+check 1 "syntax.yaml:4:6: YAML syntax error" -- "$T" --data "$y/syntax.yaml" "${TINY[@]}"
+check 1 "syntax.yaml" -- "$BIN/val" --weights "$weights" --data "$y/syntax.yaml" --imgsz 64
+
+# --- model YAML ---------------------------------------------------------------------------
+m="$tmp/models"
+mkdir -p "$m"
+sed 's/\[-1, 1, SPPF, \[1024, 5\]\]/[-1, 1, SPPX, [1024, 5]]/' \
+  "$YOLO_ROOT/configs/models/yolov5n.yaml" >"$m/unknown.yaml"
+sed 's/\[-1, 1, SPPF, \[1024, 5\]\]/[-1, 1, SPPF, [1024, 5, 7]]/' \
+  "$YOLO_ROOT/configs/models/yolov5n.yaml" >"$m/args.yaml"
+line=$(grep -n "SPPF" "$YOLO_ROOT/configs/models/yolov5n.yaml" | grep -v '^[0-9]*:#' | cut -d: -f1 | tail -1)
+check 1 "unknown.yaml:$line: unknown module 'SPPX'" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg "$m/unknown.yaml"
+check 1 "args.yaml:$line: SPPF takes 1 to 2 arguments, got 3" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg "$m/args.yaml"
+
+# --- weights and checkpoints ----------------------------------------------------------------
+check 1 "another architecture" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg yolov5s.yaml --weights "$weights"
+check 1 "pass the matching --cfg" -- "$BIN/val" --weights "$weights" --cfg yolov5s.yaml --imgsz 64 --workers 0 --noplots
+echo "not a checkpoint" >"$tmp/text.pt"
+head -c $(($(stat -c %s "$weights") - 100)) "$weights" >"$tmp/truncated.pt"
+"$TOOL" pickle "$tmp/newer.pt" newer
+"$TOOL" pickle "$tmp/code.pt" os-system "touch $tmp/pwned"
+for app in val detect; do
+  src=()
+  [ "$app" = detect ] && src=(--source "$mixed/images/val" --project "$tmp/det")
+  check 1 "text.pt: not a weights file: not a zip-format" -- "$BIN/$app" --weights "$tmp/text.pt" --cfg yolov5n.yaml --data "$mixed/data.yaml" "${src[@]}"
+  check 1 "truncated.pt" -- "$BIN/$app" --weights "$tmp/truncated.pt" --cfg yolov5n.yaml --data "$mixed/data.yaml" "${src[@]}"
+  check 1 "newer" -- "$BIN/$app" --weights "$tmp/newer.pt" --cfg yolov5n.yaml --data "$mixed/data.yaml" "${src[@]}"
+  check 1 "os.system" -- "$BIN/$app" --weights "$tmp/code.pt" --cfg yolov5n.yaml --data "$mixed/data.yaml" "${src[@]}"
+done
+[ ! -e "$tmp/pwned" ] || { echo "FAIL: a checkpoint ran code"; fails=$((fails + 1)); }
+# --resume of a truncated last.pt in an otherwise intact run dir.
+cp -r "$tmp/runs/mixed" "$tmp/runs/cut"
+head -c 5000 "$weights" >"$tmp/runs/cut/weights/last.pt"
+check 1 "$tmp/runs/cut/weights/last.pt" -- "$T" --resume "$tmp/runs/cut/weights/last.pt"
+
+# --- flags ----------------------------------------------------------------------------------
+for app in val detect; do
+  src=()
+  [ "$app" = detect ] && src=(--source "$mixed/images/val" --project "$tmp/det")
+  check 2 "--imgsz" -- "$BIN/$app" --weights "$weights" --imgsz 0 "${src[@]}"
+  check 2 "--device" -- "$BIN/$app" --weights "$weights" --device 7 "${src[@]}"
+done
+check 2 "--source" -- "$BIN/detect" --weights "$weights" --source "$tmp/no_such_dir" --imgsz 64
+# detect on a folder holding an undecodable image: an error naming it (YOLOv5: "Image Not Found").
+mkdir -p "$tmp/src"
+cp "$mixed/images/val/"*.png "$tmp/src/"
+cp "$tr/random.jpg" "$tmp/src/"
+check 1 "random.jpg" -- "$BIN/detect" --weights "$weights" --source "$tmp/src" --imgsz 64 --project "$tmp/det"
+finish
