@@ -32,13 +32,15 @@ LaunchConfig launch_config_from_env();
 // unless already set, and TORCHELASTIC_USE_AGENT_STORE removed (rank 0 hosts the TCPStore).
 // Rank 0 writes to this process's stdout/stderr; the other ranks' output is kept in a temporary
 // file and printed to stderr, each line prefixed "[rankK] ", only when that rank fails.
-// When a worker exits non-zero or dies, the others get SIGTERM, then SIGKILL after the grace
-// period. SIGINT/SIGTERM/SIGHUP to this process are forwarded as SIGTERM (once; a second one,
-// or the stop grace period running out, SIGKILLs the workers). Every worker is reaped before
-// returning; workers get SIGTERM if this process dies (PR_SET_PDEATHSIG). Returns the exit status
-// for the launcher: 0 when all workers succeeded, the failed worker's status (128 + signal when
-// killed by one), or 128 + the signal that interrupted the launcher. Throws std::runtime_error when
-// a worker cannot be started.
+// Each worker runs in its own session, so a Ctrl-C in the terminal reaches only the launcher, and
+// signals go to the worker's process group. When a worker exits non-zero or dies, the others get
+// SIGTERM, then SIGKILL after the grace period. SIGINT/SIGTERM/SIGHUP to this process are
+// forwarded as SIGTERM (once; a second one, or the stop grace period running out, SIGKILLs the
+// workers). Every worker is reaped before returning; workers get SIGTERM if this process dies
+// (PR_SET_PDEATHSIG). Returns the exit status for the launcher: 0 when all workers succeeded, the
+// failed worker's status (128 + signal when killed by one), or 128 + the signal that interrupted
+// the launcher. Throws std::runtime_error when a worker cannot be started. Installs (and on return
+// restores) process-wide signal handlers: one launch per process at a time.
 int launch_workers(const std::string& exe, const std::vector<std::string>& args, int nproc,
                    const LaunchConfig& cfg = LaunchConfig{});
 
