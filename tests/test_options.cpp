@@ -134,12 +134,20 @@ TEST(Options, UnknownFlagsAndStrayArgumentsAreRejected) {
 }
 
 TEST(Options, UnimplementedFlagsAreRejectedNotIgnored) {
-  for (const char* f : {"--quad", "--dist-backend=gloo"}) {
+  for (const char* f : {"--quad"}) {
     const std::string msg = usage_error({f});
     EXPECT_NE(msg.find("not implemented"), std::string::npos) << f << ": " << msg;
     EXPECT_NE(msg.find(std::string(f).substr(0, std::string(f).find('='))), std::string::npos)
         << f << ": " << msg;
   }
+}
+
+TEST(Options, DistributedFlagsParse) {
+  const Options o = parse({"--dist-backend=gloo", "--dist-timeout", "30", "--local_rank", "1"}, true).opt;
+  EXPECT_EQ(o.dist_backend, "gloo");
+  EXPECT_EQ(o.dist_timeout, 30);
+  EXPECT_EQ(o.local_rank, 1);
+  EXPECT_NE(usage_error({"--dist-timeout", "-5"}).find("--dist-timeout"), std::string::npos);
 }
 
 TEST(Options, YamlRoundTrip) {

@@ -51,13 +51,29 @@ int env_int(const char* name, int fallback, int min_value) {
   return static_cast<int>(x);
 }
 
+// A failed collective almost always means another rank is gone: say so, with this rank's number.
+[[noreturn]] void collective_failed(int rank, const char* op, const std::exception& e) {
+  const auto* ce = dynamic_cast<const c10::Error*>(&e);
+  throw std::runtime_error("rank " + std::to_string(rank) + ": " + op + " failed (" +
+                           (ce ? ce->what_without_backtrace() : e.what()) +
+                           "): another rank stopped (error, crash or kill; torchrun's summary "
+                           "names it) or did not answer within --dist-timeout");
+}
+
 class C10dWork : public CommWork {
  public:
-  explicit C10dWork(c10::intrusive_ptr<c10d::Work> w) : work_(std::move(w)) {}
-  void wait() override { work_->wait(); }
+  C10dWork(c10::intrusive_ptr<c10d::Work> w, int rank) : work_(std::move(w)), rank_(rank) {}
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "all-reduce", e);
+    }
+  }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
+  int rank_;
 };
 
 class C10dGroup : public ProcessGroup {
@@ -75,15 +91,29 @@ class C10dGroup : public ProcessGroup {
     std::vector<at::Tensor> v{std::move(t)};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
-    return std::make_unique<C10dWork>(pg_->allreduce(v, o));
+    try {
+      return std::make_unique<C10dWork>(pg_->allreduce(v, o), rank_);
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "all-reduce", e);
+    }
   }
   void broadcast(at::Tensor t, int root) override {
     std::vector<at::Tensor> v{std::move(t)};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    pg_->broadcast(v, o)->wait();
+    try {
+      pg_->broadcast(v, o)->wait();
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "broadcast", e);
+    }
   }
-  void barrier() override { pg_->barrier()->wait(); }
+  void barrier() override {
+    try {
+      pg_->barrier()->wait();
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "barrier", e);
+    }
+  }
   void store_set(const std::string& key, const std::string& value) override {
     store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
   }

@@ -26,7 +26,7 @@ namespace {
 
 // Flags parsed for compatibility whose feature has not landed yet: giving one is an error rather
 // than being silently ignored. Each later feature removes its entry.
-const std::set<std::string> kNotImplementedYet = {"quad", "dist-backend", "dist-timeout"};
+const std::set<std::string> kNotImplementedYet = {"quad"};
 
 bool looks_like_value(const std::string& s) {
   if (s.empty()) return true;
