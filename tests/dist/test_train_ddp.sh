@@ -8,6 +8,8 @@
 #            torchrun names the lost rank, no process is left behind.
 #   restart  the same kill with --max_restarts=1: the workers restart, resume from last.pt and
 #            finish the run.
+#   resume   a single-process run stopped by SIGTERM resumes under torchrun with 2 ranks (another
+#            world size than the original run's) and finishes.
 #   checks   YOLOv5's DDP refusals (batch not divisible by WORLD_SIZE, --image-weights, --evolve).
 set -euo pipefail
 BIN=${1:?usage: test_train_ddp.sh BIN_DIR MODE}
@@ -117,6 +119,20 @@ case "$MODE" in
       [[ $(rows "$tmp/runs/exp/results.csv") -eq 3 ]] || fail "results.csv rows != 3"
       [[ "$(ls "$tmp/runs")" == "exp" ]] || fail "run dirs: $(ls "$tmp/runs")"
     fi
+    ;;
+  resume)
+    "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 2 >"$tmp/log" 2>&1 &
+    pid=$!
+    last="$tmp/runs/exp/weights/last.pt"
+    wait_for_file "$last" $pid || fail "no last.pt after epoch 0"
+    kill -TERM $pid
+    status=0
+    wait $pid || status=$?
+    [[ $status -ne 0 ]] || fail "the single-process run finished before it was stopped"
+    torchrun_2 "$BIN/train" --resume "$last" >"$tmp/log" 2>&1 || fail "resume under torchrun exited $?"
+    grep -q "Resuming training" "$tmp/log" || fail "did not resume"
+    grep -q "DDP: rank 0 of 2" "$tmp/log" || fail "not a 2-rank run"
+    [[ $(rows "$tmp/runs/exp/results.csv") -eq 2 ]] || fail "results.csv rows != 2"
     ;;
   checks)
     export LOCAL_RANK=0 RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
