@@ -148,6 +148,14 @@ case "$MODE" in
     expect2 "must be multiple of WORLD_SIZE" --epochs 1 --batch-size 15
     expect2 "--image-weights is not compatible with YOLOv5 Multi-GPU DDP" --epochs 1 --image-weights
     expect2 "evolve" --epochs 1 --evolve 2
+    # Every rank's error reaches torchrun's summary through TORCHELASTIC_ERROR_FILE.
+    unset LOCAL_RANK RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+    status=0
+    torchrun_2 "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 1 --cfg no_such_model.yaml >"$tmp/log" 2>&1 ||
+      status=$?
+    [[ $status -ne 0 ]] || fail "torchrun exited 0 with a missing --cfg"
+    grep -q "traceback : UsageError: .*no_such_model.yaml" "$tmp/log" ||
+      fail "torchrun did not report the rank's error from its error file"
     ;;
   *) fail "unknown mode" ;;
 esac
