@@ -2,10 +2,11 @@
 //   torchrun --no_python -r 1 -t 1 --nproc_per_node=2 build/bin/bench_ddp yolov5n.yaml 320 8 10
 // Arguments: model YAML (bare names looked up in configs/models), image size, images per rank,
 // timed steps. Each step is forward + loss + backward + optimizer on random images with random
-// boxes, as in training with --sync-bn off. Rank 0 prints the step time with gradient all-reduce,
-// the time finish() waits for it, the step time without it (DDP's no_sync), and their shares.
+// boxes, as in training with --sync-bn off. Rank 0 prints the median step time with gradient
+// all-reduce, the time finish() waits for it, the step time without it (DDP's no_sync), and shares.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,25 +64,33 @@ int run(int argc, char** argv) {
   }
   const at::Tensor targets = torch::cat(rows);
 
-  // Returns seconds per step; `reduce` false skips the all-reduce (no_sync).
-  auto time_steps = [&](bool reduce, int n) {
+  // One step; `reduce` false skips the all-reduce (no_sync). Returns seconds (slowest rank).
+  auto step = [&](bool reduce) {
     pg->barrier();
     const auto t0 = Clock::now();
-    for (int s = 0; s < n; ++s) {
-      sync.set_sync(reduce);
-      (loss(model->forward(images).raw, targets).loss * pg->size()).backward();
-      if (reduce) sync.finish();
-      opt->step();
-      opt->zero_grad();
-    }
+    sync.set_sync(reduce);
+    (loss(model->forward(images).raw, targets).loss * pg->size()).backward();
+    if (reduce) sync.finish();
+    opt->step();
+    opt->zero_grad();
     pg->barrier();
-    return std::chrono::duration<double>(Clock::now() - t0).count() / n;
+    return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  time_steps(true, 2);  // warm-up
-  const double wait0 = sync.stats().wait_seconds;
-  const double with_sync = time_steps(true, steps);
-  const double wait = (sync.stats().wait_seconds - wait0) / steps;
-  const double without = time_steps(false, steps);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  step(true);  // warm-up
+  step(false);
+  // Interleaved, so load from elsewhere on the machine hits both kinds alike; medians.
+  std::vector<double> t_sync, t_nosync, t_wait;
+  for (int s = 0; s < steps; ++s) {
+    const double w0 = sync.stats().wait_seconds;
+    t_sync.push_back(step(true));
+    t_wait.push_back(sync.stats().wait_seconds - w0);
+    t_nosync.push_back(step(false));
+  }
+  const double with_sync = median(t_sync), without = median(t_nosync), wait = median(t_wait);
   if (env.rank == 0) {
     std::printf(
         "bench_ddp %s imgsz %d, %d ranks x %d images, %d steps, %zu buckets, %.1f MB gradients\n"
