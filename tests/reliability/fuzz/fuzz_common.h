@@ -1,0 +1,37 @@
+#pragma once
+// Shared by the libFuzzer targets: a private temp folder for files the parsers read, and the
+// contract every loader keeps (DESIGN.md): failures are exceptions whose message names the file.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace yolo::fuzz {
+
+inline const std::string& temp_dir() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/yolo_fuzz_XXXXXX";
+    if (!mkdtemp(tmpl)) std::abort();
+    return std::string(tmpl);
+  }();
+  return dir;
+}
+
+inline std::string write_input(const std::string& name, const uint8_t* data, size_t size) {
+  const std::string path = temp_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  return path;
+}
+
+// A message that does not name the file breaks the contract: report it as a finding.
+inline void require_names(const std::exception& e, const std::string& path) {
+  if (std::string(e.what()).find(path) == std::string::npos) {
+    std::fprintf(stderr, "error message does not name %s: %s\n", path.c_str(), e.what());
+    std::abort();
+  }
+}
+
+}  // namespace yolo::fuzz
