@@ -48,6 +48,10 @@ grep -qF "nc=3" <<<"$LAST_OUT" || { echo "FAIL: class id message lacks nc=3"; fa
 weights="$tmp/runs/mixed/weights/best.pt"
 [ -f "$weights" ] || { echo "FAIL: the mixed run wrote no best.pt"; exit 1; }
 
+# A damaged label cache is rebuilt, not trusted.
+head -c 200 /dev/urandom >"$mixed/labels/val.cache"
+check 0 "Scanned labels for $mixed/labels/val.cache" -- "$BIN/val" --weights "$weights" --imgsz 64 --workers 0 --noplots --project "$tmp/val"
+
 # Nothing usable: every image corrupt; labels/ missing altogether.
 allbad="$tmp/allbad"
 "$TOOL" dataset "$allbad" 2 2
