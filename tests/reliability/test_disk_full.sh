@@ -23,11 +23,13 @@ left=$(compgen -G "$w/.*.tmp*" || true)
 # user nobody (setpriv) on a run dir nobody cannot write.
 as=()
 if [ "$(id -u)" -eq 0 ]; then
-  if command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups true; then
+  if command -v setpriv >/dev/null &&
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN/train" --help >/dev/null 2>&1; then
     as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
     chmod 755 "$tmp"  # nobody reads the data and the run dir
   else
-    echo "read-only run dir: not checked (root without setpriv: chmod does not stop root)"
+    echo "read-only run dir: not checked (as root, chmod does not stop writes, and user nobody"
+    echo "cannot run $BIN/train through setpriv)"
   fi
 fi
 if [ "$(id -u)" -ne 0 ] || ((${#as[@]})); then
@@ -36,6 +38,9 @@ if [ "$(id -u)" -ne 0 ] || ((${#as[@]})); then
   check 1 "$tmp/runs/full" -- "${as[@]}" "$BIN/train" "${run[@]}"
   grep -qiE "permission denied|read-only" <<<"$LAST_OUT" ||
     { echo "FAIL: the message does not say the folder is not writable"; fails=$((fails + 1)); }
+  # Only weights/ read-only: training runs, and the first save fails naming the folder.
+  chmod a+w "$tmp/runs/full" "$tmp/runs/full"/*.* "$tmp/data/labels"
+  check 1 "cannot create a temporary file in $w" -- "${as[@]}" "$BIN/train" "${run[@]}"
   chmod -R u+w "$tmp/runs/full"
   [ "$(sha256sum "$w/last.pt" "$w/best.pt")" = "$before" ] ||
     { echo "FAIL: last.pt/best.pt changed after a read-only run dir"; fails=$((fails + 1)); }
