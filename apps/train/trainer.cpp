@@ -635,7 +635,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     for (size_t g = 0; g < 3; ++g) set_group_lr(*optimizer, g, initial_lr * lf(epoch + 1));
 
     // Validation, results and checkpoints on rank 0; the others wait for its decision.
-    std::string decision = "continue";
+    bool early_stop = false;
     if (rank0) {
       const bool final_epoch = epoch + 1 == opt.epochs || stopper.possible_stop;
       if (!opt.noval || final_epoch) {
@@ -648,7 +648,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
         }
       }
       const double fi = fitness(results[2], results[3]);
-      const bool stop = stopper(epoch, fi);
+      early_stop = stopper(epoch, fi);
       const bool is_best = fi > best_fitness;
       if (is_best) best_fitness = fi;
       std::vector<double> row{mloss[0].item<double>(), mloss[1].item<double>(),
@@ -664,17 +664,18 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
           save_checkpoint(ck, (wdir / ("epoch" + std::to_string(epoch) + ".pt")).string());
         }
       }
-      if (g_stop.load() && epoch + 1 < opt.epochs) {
-        if (opt.nosave) save_checkpoint(make_checkpoint(epoch), last);
-        decision = "interrupt";
-      } else if (stop) {
-        decision = "stop";
-      }
     }
-    decision = dist.from_rank0("epoch/" + std::to_string(epoch), decision);
     summary.epochs_run = epoch + 1;
     std::copy(results.begin(), results.end(), summary.last_results.begin());
     if (hooks.on_epoch_end) hooks.on_epoch_end(epoch);
+    std::string decision = "continue";
+    if (rank0 && g_stop.load() && epoch + 1 < opt.epochs) {
+      if (opt.nosave) save_checkpoint(make_checkpoint(epoch), last);
+      decision = "interrupt";
+    } else if (early_stop) {
+      decision = "stop";
+    }
+    decision = dist.from_rank0("epoch/" + std::to_string(epoch), decision);
     if (decision == "interrupt") {
       throw TrainingInterrupted("training stopped after epoch " + std::to_string(epoch) +
                                 "; resume with --resume " + last);
