@@ -16,10 +16,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "utils/errors.h"
 
@@ -51,37 +54,109 @@ int env_int(const char* name, int fallback, int min_value) {
   return static_cast<int>(x);
 }
 
-// A failed collective almost always means another rank is gone: say so, with this rank's number.
-[[noreturn]] void collective_failed(int rank, const char* op, const std::exception& e) {
+// Every rank bumps a counter in the store once a second, on a connection of its own (the main
+// one may sit in a long wait), so a rank whose collective failed can name the peer that went
+// silent instead of reporting a closed socket.
+class Heartbeat {
+ public:
+  Heartbeat(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    so.isServer = false;
+    so.timeout = timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    store_ = c10::make_intrusive<c10d::PrefixStore>(
+        "/yolo_heartbeat/attempt_" + std::to_string(env.restart_count), store_);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // The ranks whose counter stands still over `window`, as "rank 1, rank 3"; "" if none or unknown.
+  std::string silent_ranks(std::chrono::milliseconds window) const {
+    try {
+      std::vector<int64_t> before;
+      for (int r = 0; r < env_.world_size; ++r) before.push_back(store_->add(key(r), 0));
+      std::this_thread::sleep_for(window);
+      std::string out;
+      for (int r = 0; r < env_.world_size; ++r) {
+        if (r != env_.rank && store_->add(key(r), 0) == before[r]) {
+          out += (out.empty() ? "rank " : ", rank ") + std::to_string(r);
+        }
+      }
+      return out;
+    } catch (const std::exception&) {
+      // Without torchrun's agent, rank 0 hosts the store: it is gone with rank 0.
+      return env_.agent_store || env_.rank == 0 ? "" : "rank 0 (it hosted the store)";
+    }
+  }
+
+ private:
+  static std::string key(int rank) { return "hb/" + std::to_string(rank); }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      try {
+        store_->add(key(env_.rank), 1);
+      } catch (const std::exception&) {
+        return;  // the store is gone; the collectives will report it
+      }
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+    }
+  }
+
+  DistEnv env_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A failed collective almost always means another rank is gone: name it when the heartbeats can.
+[[noreturn]] void collective_failed(int rank, const char* op, const std::exception& e,
+                                    const Heartbeat* hb) {
   const auto* ce = dynamic_cast<const c10::Error*>(&e);
-  throw std::runtime_error("rank " + std::to_string(rank) + ": " + op + " failed (" +
-                           (ce ? ce->what_without_backtrace() : e.what()) +
-                           "): another rank stopped (error, crash or kill; torchrun's summary "
-                           "names it) or did not answer within --dist-timeout");
+  const std::string silent = hb ? hb->silent_ranks(std::chrono::milliseconds(2500)) : "";
+  throw std::runtime_error(
+      "rank " + std::to_string(rank) + ": " + op + " failed (" +
+      (ce ? ce->what_without_backtrace() : e.what()) + "): " +
+      (silent.empty() ? "another rank stopped (error, crash or kill; torchrun's summary names it)"
+                        " or did not answer within --dist-timeout"
+                      : "lost " + silent + " (no heartbeat for 2.5 s: killed, crashed or hung)"));
 }
 
 class C10dWork : public CommWork {
  public:
-  C10dWork(c10::intrusive_ptr<c10d::Work> w, int rank) : work_(std::move(w)), rank_(rank) {}
+  C10dWork(c10::intrusive_ptr<c10d::Work> w, int rank, std::shared_ptr<const Heartbeat> hb)
+      : work_(std::move(w)), rank_(rank), hb_(std::move(hb)) {}
   void wait() override {
     try {
       work_->wait();
     } catch (const std::exception& e) {
-      collective_failed(rank_, "all-reduce", e);
+      collective_failed(rank_, "all-reduce", e, hb_.get());
     }
   }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   int rank_;
+  std::shared_ptr<const Heartbeat> hb_;
 };
 
 class C10dGroup : public ProcessGroup {
  public:
   C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> job_store,
-            c10::intrusive_ptr<PgImpl> pg, int rank, int size, std::string backend)
+            c10::intrusive_ptr<PgImpl> pg, std::shared_ptr<const Heartbeat> hb, int rank,
+            int size, std::string backend)
       : store_(std::move(store)), job_store_(std::move(job_store)), pg_(std::move(pg)),
-        rank_(rank), size_(size), backend_(std::move(backend)) {}
+        hb_(std::move(hb)), rank_(rank), size_(size), backend_(std::move(backend)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -92,9 +167,9 @@ class C10dGroup : public ProcessGroup {
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     try {
-      return std::make_unique<C10dWork>(pg_->allreduce(v, o), rank_);
+      return std::make_unique<C10dWork>(pg_->allreduce(v, o), rank_, hb_);
     } catch (const std::exception& e) {
-      collective_failed(rank_, "all-reduce", e);
+      collective_failed(rank_, "all-reduce", e, hb_.get());
     }
   }
   void broadcast(at::Tensor t, int root) override {
@@ -104,14 +179,14 @@ class C10dGroup : public ProcessGroup {
     try {
       pg_->broadcast(v, o)->wait();
     } catch (const std::exception& e) {
-      collective_failed(rank_, "broadcast", e);
+      collective_failed(rank_, "broadcast", e, hb_.get());
     }
   }
   void barrier() override {
     try {
       pg_->barrier()->wait();
     } catch (const std::exception& e) {
-      collective_failed(rank_, "barrier", e);
+      collective_failed(rank_, "barrier", e, hb_.get());
     }
   }
   void store_set(const std::string& key, const std::string& value) override {
@@ -134,6 +209,7 @@ class C10dGroup : public ProcessGroup {
  private:
   c10::intrusive_ptr<c10d::Store> store_, job_store_;
   c10::intrusive_ptr<PgImpl> pg_;
+  std::shared_ptr<const Heartbeat> hb_;
   int rank_, size_;
   std::string backend_;
 };
@@ -238,7 +314,14 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
                              backend + " process group of " + std::to_string(env.world_size) +
                              " ranks (" + ex.what() + ")");
   }
-  return std::make_shared<C10dGroup>(store, job_store, pg, env.rank, env.world_size, backend);
+  std::shared_ptr<const Heartbeat> hb;
+  try {
+    hb = std::make_shared<Heartbeat>(env, timeout);
+  } catch (const std::exception&) {
+    // Diagnostics only: without them a failure is still reported, without the lost rank's number.
+  }
+  return std::make_shared<C10dGroup>(store, job_store, pg, std::move(hb), env.rank,
+                                     env.world_size, backend);
 }
 
 void broadcast_coalesced(ProcessGroup& pg, const std::vector<at::Tensor>& tensors, int root) {

@@ -110,6 +110,7 @@ case "$MODE" in
       [[ $status -ne 0 ]] || fail "torchrun exited 0 after a rank was killed"
       ((took <= 40)) || fail "took $took s to stop (want <= dist-timeout 10 + 30)"
       grep -q "exitcode  *: -9" "$tmp/log" || fail "torchrun did not report the killed rank"
+      grep -q "lost rank 1 (no heartbeat" "$tmp/log" || fail "rank 0 did not name the lost rank"
       sleep 1
       if pgrep -f "$tmp/data.yaml" >/dev/null; then fail "processes left behind"; fi
       echo "rank 1 killed: torchrun exited $status after $took s"
