@@ -19,6 +19,7 @@
 #include "data/dataset.h"
 #include "data/dataset_config.h"
 #include "data/loader.h"
+#include "models/data_parallel.h"
 #include "models/sync_batchnorm.h"
 #include "models/weights.h"
 #include "models/yolo.h"
@@ -470,6 +471,18 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     grad_sync = std::make_unique<GradSync>(dist.group(), trainable);
   }
 
+  // Several GPUs without torchrun: DataParallel in this process, as YOLOv5 does.
+  std::unique_ptr<DataParallel> dp;
+  if (!dist.active() && dev.cuda_ids.size() > 1) {
+    log_warn("DP not recommended, use torchrun (or --nproc-per-node) for best DDP Multi-GPU "
+             "results; see the README's multi-process section");
+    std::vector<torch::Device> devices;
+    for (int id : dev.cuda_ids) {
+      devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    }
+    dp = std::make_unique<DataParallel>(model, devices);
+  }
+
   // Loss.
   const int nl = model->detect()->nl;
   const LossGains gains = scale_loss_gains(hyp, nl, nc, imgsz, opt.label_smoothing);
@@ -573,8 +586,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
       const bool stepping = ni - last_opt_step >= accumulate;
       if (grad_sync) grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
       if (!ddp_buffers.empty()) broadcast_coalesced(*dist.group(), ddp_buffers, 0);
-      const ModelOutput out = model->forward(imgs);
-      const LossResult lr = compute_loss(out.raw, targets);
+      const LossResult lr = compute_loss(dp ? dp->forward(imgs) : model->forward_raw(imgs), targets);
       t_fwd += seconds_since(t1);
       auto t2 = Clock::now();
       // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.
@@ -583,6 +595,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
       if (stepping) {
         auto t3 = Clock::now();
         if (grad_sync) grad_sync->finish();
+        if (dp) dp->reduce_grads();
         t_sync += seconds_since(t3);
         torch::nn::utils::clip_grad_norm_(params, 10.0);
         optimizer->step();

@@ -1,0 +1,91 @@
+#include "models/data_parallel.h"
+
+#include <torch/torch.h>
+
+#include <exception>
+#include <stdexcept>
+#include <thread>
+
+namespace yolo {
+
+DataParallel::DataParallel(DetectionModel master, std::vector<torch::Device> devices)
+    : master_(std::move(master)), devices_(std::move(devices)) {
+  if (devices_.size() < 2) throw std::invalid_argument("DataParallel needs 2 or more devices");
+  for (size_t i = 1; i < devices_.size(); ++i) {
+    DetectionModel r(master_->spec());
+    r->to(devices_[i]);
+    replicas_.push_back(r);
+  }
+}
+
+void DataParallel::sync_replicas() {
+  torch::NoGradGuard no_grad;
+  const auto mp = master_->parameters();
+  const auto mb = master_->buffers();
+  for (auto& r : replicas_) {
+    r->train(master_->is_training());
+    auto rp = r->parameters();
+    auto rb = r->buffers();
+    for (size_t k = 0; k < mp.size(); ++k) {
+      rp[k].copy_(mp[k], /*non_blocking=*/true);
+      rp[k].set_requires_grad(mp[k].requires_grad());
+    }
+    for (size_t k = 0; k < mb.size(); ++k) rb[k].copy_(mb[k], true);
+  }
+}
+
+std::vector<torch::Tensor> DataParallel::forward(const torch::Tensor& images) {
+  sync_replicas();
+  const std::vector<torch::Tensor> chunks =
+      images.chunk(static_cast<int64_t>(devices_.size()), 0);
+  std::vector<std::vector<torch::Tensor>> outs(chunks.size());
+  std::vector<std::exception_ptr> errors(chunks.size());
+  std::vector<std::thread> threads;
+  const bool grad = torch::GradMode::is_enabled();  // thread-local: carry it into the workers
+  for (size_t i = 1; i < chunks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        torch::AutoGradMode mode(grad);
+        outs[i] = replicas_[i - 1]->forward_raw(chunks[i].to(devices_[i], true));
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  try {
+    outs[0] = master_->forward_raw(chunks[0].to(devices_[0], true));
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  std::vector<torch::Tensor> gathered;
+  for (size_t l = 0; l < outs[0].size(); ++l) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& o : outs) parts.push_back(o[l].to(devices_[0]));
+    gathered.push_back(torch::cat(parts, 0));
+  }
+  return gathered;
+}
+
+void DataParallel::reduce_grads() {
+  torch::NoGradGuard no_grad;
+  auto mp = master_->parameters();
+  for (auto& r : replicas_) {
+    auto rp = r->parameters();
+    for (size_t k = 0; k < mp.size(); ++k) {
+      if (!rp[k].grad().defined()) continue;
+      const torch::Tensor g = rp[k].grad().to(devices_[0]);
+      if (mp[k].grad().defined()) {
+        mp[k].mutable_grad().add_(g);
+      } else {
+        mp[k].mutable_grad() = g.clone();
+      }
+      rp[k].mutable_grad().reset();
+    }
+  }
+}
+
+}  // namespace yolo
