@@ -36,8 +36,7 @@ void DataParallel::sync_replicas() {
 
 std::vector<torch::Tensor> DataParallel::forward(const torch::Tensor& images) {
   sync_replicas();
-  const std::vector<torch::Tensor> chunks =
-      images.chunk(static_cast<int64_t>(devices_.size()), 0);
+  const std::vector<torch::Tensor> chunks = images.chunk(static_cast<int64_t>(devices_.size()), 0);
   std::vector<std::vector<torch::Tensor>> outs(chunks.size());
   std::vector<std::exception_ptr> errors(chunks.size());
   std::vector<std::thread> threads;

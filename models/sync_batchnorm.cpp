@@ -19,16 +19,14 @@ at::Tensor per_channel(const at::Tensor& v) { return v.view({1, -1, 1, 1}); }
 // the module that owns the shared_ptr outlives every graph it builds within a training step.
 struct SyncBNFunction : public torch::autograd::Function<SyncBNFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, at::Tensor running_mean,
-                            at::Tensor running_var, double eps, double momentum,
-                            ProcessGroup* pg) {
+                            const at::Tensor& bias, at::Tensor running_mean, at::Tensor running_var,
+                            double eps, double momentum, ProcessGroup* pg) {
     TORCH_CHECK(x.dim() == 4, "SyncBatchNorm expects NCHW input, got ", x.dim(), " dims");
     const int64_t c = x.size(1);
     // Sums in double: the variance comes from E[x^2] - E[x]^2, which float would round badly.
-    at::Tensor stats = torch::cat({x.sum(kReduceDims, false, torch::kDouble),
-                                   (x * x).sum(kReduceDims, false, torch::kDouble),
-                                   torch::full({1}, static_cast<double>(x.numel() / c),
-                                               x.options().dtype(torch::kDouble))});
+    at::Tensor stats = torch::cat(
+        {x.sum(kReduceDims, false, torch::kDouble), (x * x).sum(kReduceDims, false, torch::kDouble),
+         torch::full({1}, static_cast<double>(x.numel() / c), x.options().dtype(torch::kDouble))});
     pg->allreduce_sum(stats);
     const double n = stats[2 * c].item<double>();
     TORCH_CHECK(n > 1, "SyncBatchNorm needs more than one value per channel over all ranks");
@@ -37,8 +35,8 @@ struct SyncBNFunction : public torch::autograd::Function<SyncBNFunction> {
     {
       torch::NoGradGuard no_grad;
       running_mean.mul_(1 - momentum).add_(mean_d.to(running_mean.dtype()), momentum);
-      running_var.mul_(1 - momentum).add_((var_d * (n / (n - 1))).to(running_var.dtype()),
-                                          momentum);
+      running_var.mul_(1 - momentum)
+          .add_((var_d * (n / (n - 1))).to(running_var.dtype()), momentum);
     }
     const at::Tensor mean = mean_d.to(x.dtype()), invstd = (var_d + eps).rsqrt().to(x.dtype());
     ctx->save_for_backward({x, weight, mean, invstd});
@@ -51,7 +49,8 @@ struct SyncBNFunction : public torch::autograd::Function<SyncBNFunction> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3];
     const double n = ctx->saved_data["n"].toDouble();
-    auto* pg = reinterpret_cast<ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["pg"].toInt()));
+    auto* pg =
+        reinterpret_cast<ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["pg"].toInt()));
     const at::Tensor dy = grad_out[0].contiguous();
     const int64_t c = x.size(1);
     const at::Tensor xmu = x - per_channel(mean);

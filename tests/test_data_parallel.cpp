@@ -44,8 +44,8 @@ void expect_same_gradients(const std::vector<torch::Device>& devices) {
   const auto sp = single->named_parameters(), mp = master->named_parameters();
   for (const auto& kv : sp) {
     const torch::Tensor a = kv.value().grad().cpu(), b = mp[kv.key()].grad().cpu();
-    EXPECT_TRUE(torch::allclose(a, b, 1e-4, 1e-5)) << kv.key() << " max diff "
-                                                    << (a - b).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(a, b, 1e-4, 1e-5))
+        << kv.key() << " max diff " << (a - b).abs().max().item<double>();
   }
 }
 

@@ -23,8 +23,12 @@ class EnvGuard {
   }
 
  private:
-  static constexpr const char* kVars[] = {"LOCAL_RANK",      "RANK",        "WORLD_SIZE",
-                                          "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+  static constexpr const char* kVars[] = {"LOCAL_RANK",
+                                          "RANK",
+                                          "WORLD_SIZE",
+                                          "LOCAL_WORLD_SIZE",
+                                          "MASTER_ADDR",
+                                          "MASTER_PORT",
                                           "TORCHELASTIC_USE_AGENT_STORE",
                                           "TORCHELASTIC_RESTART_COUNT"};
 };

@@ -143,7 +143,8 @@ TEST(Options, UnimplementedFlagsAreRejectedNotIgnored) {
 }
 
 TEST(Options, DistributedFlagsParse) {
-  const Options o = parse({"--dist-backend=gloo", "--dist-timeout", "30", "--local_rank", "1"}, true).opt;
+  const Options o =
+      parse({"--dist-backend=gloo", "--dist-timeout", "30", "--local_rank", "1"}, true).opt;
   EXPECT_EQ(o.dist_backend, "gloo");
   EXPECT_EQ(o.dist_timeout, 30);
   EXPECT_EQ(o.local_rank, 1);

@@ -7,11 +7,12 @@
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
 #endif
+#include <torch/torch.h>
+#include <torch/version.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
-#include <torch/version.h>
 #ifdef YOLO_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -153,10 +154,15 @@ class C10dWork : public CommWork {
 class C10dGroup : public ProcessGroup {
  public:
   C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> job_store,
-            c10::intrusive_ptr<PgImpl> pg, std::shared_ptr<const Heartbeat> hb, int rank,
-            int size, std::string backend)
-      : store_(std::move(store)), job_store_(std::move(job_store)), pg_(std::move(pg)),
-        hb_(std::move(hb)), rank_(rank), size_(size), backend_(std::move(backend)) {}
+            c10::intrusive_ptr<PgImpl> pg, std::shared_ptr<const Heartbeat> hb, int rank, int size,
+            std::string backend)
+      : store_(std::move(store)),
+        job_store_(std::move(job_store)),
+        pg_(std::move(pg)),
+        hb_(std::move(hb)),
+        rank_(rank),
+        size_(size),
+        backend_(std::move(backend)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -218,11 +224,21 @@ std::string json_escape(const std::string& s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -246,10 +262,10 @@ DistEnv read_dist_env(int cli_local_rank) {
   e.rank = env_int("RANK", e.local_rank, 0);
   e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size, 1);
   if (e.rank >= e.world_size || e.local_rank >= e.local_world_size) {
-    throw UsageError("RANK=" + std::to_string(e.rank) + ", LOCAL_RANK=" +
-                     std::to_string(e.local_rank) + " do not fit WORLD_SIZE=" +
-                     std::to_string(e.world_size) + ", LOCAL_WORLD_SIZE=" +
-                     std::to_string(e.local_world_size) + "; launch with torchrun");
+    throw UsageError(
+        "RANK=" + std::to_string(e.rank) + ", LOCAL_RANK=" + std::to_string(e.local_rank) +
+        " do not fit WORLD_SIZE=" + std::to_string(e.world_size) +
+        ", LOCAL_WORLD_SIZE=" + std::to_string(e.local_world_size) + "; launch with torchrun");
   }
   e.master_addr = env_or("MASTER_ADDR", "127.0.0.1");
   e.master_port = env_int("MASTER_PORT", 29500, 1);
@@ -310,9 +326,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& ex) {
-    throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot create the " +
-                             backend + " process group of " + std::to_string(env.world_size) +
-                             " ranks (" + ex.what() + ")");
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot create the " + backend +
+                             " process group of " + std::to_string(env.world_size) + " ranks (" +
+                             ex.what() + ")");
   }
   std::shared_ptr<const Heartbeat> hb;
   try {
@@ -320,8 +336,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
   } catch (const std::exception&) {
     // Diagnostics only: without them a failure is still reported, without the lost rank's number.
   }
-  return std::make_shared<C10dGroup>(store, job_store, pg, std::move(hb), env.rank,
-                                     env.world_size, backend);
+  return std::make_shared<C10dGroup>(store, job_store, pg, std::move(hb), env.rank, env.world_size,
+                                     backend);
 }
 
 void broadcast_coalesced(ProcessGroup& pg, const std::vector<at::Tensor>& tensors, int root) {

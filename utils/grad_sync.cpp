@@ -21,10 +21,9 @@ GradSync::GradSync(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> par
     const at::Tensor& p = params_[k];
     if (!p.requires_grad()) throw std::invalid_argument("GradSync: a parameter needs no grad");
     const int64_t cap = groups.size() <= 1 ? first_bucket_cap_bytes : bucket_cap_bytes;
-    const bool new_bucket =
-        groups.empty() || bytes >= cap ||
-        params_[groups.back().front()].scalar_type() != p.scalar_type() ||
-        params_[groups.back().front()].device() != p.device();
+    const bool new_bucket = groups.empty() || bytes >= cap ||
+                            params_[groups.back().front()].scalar_type() != p.scalar_type() ||
+                            params_[groups.back().front()].device() != p.device();
     if (new_bucket) {
       groups.emplace_back();
       bytes = 0;
@@ -120,8 +119,7 @@ void GradSync::finish() {
     b.flat.mul_(inv);
     for (size_t k : b.params) {
       at::Tensor& p = params_[k];
-      at::Tensor avg =
-          b.flat.slice(0, offset_of_[k], offset_of_[k] + p.numel()).view(p.sizes());
+      at::Tensor avg = b.flat.slice(0, offset_of_[k], offset_of_[k] + p.numel()).view(p.sizes());
       if (p.grad().defined()) {
         p.mutable_grad().copy_(avg);
       } else {

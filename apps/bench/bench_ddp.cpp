@@ -35,8 +35,8 @@ int parse_int(const char* s, const char* what) {
 
 int run(int argc, char** argv) {
   using namespace yolo;
-  const std::string cfg = resolve_config(argc > 1 ? argv[1] : "yolov5n.yaml", ConfigKind::kModel,
-                                         "model");
+  const std::string cfg =
+      resolve_config(argc > 1 ? argv[1] : "yolov5n.yaml", ConfigKind::kModel, "model");
   const int imgsz = argc > 2 ? parse_int(argv[2], "image size") : 320;
   const int per_rank = argc > 3 ? parse_int(argv[3], "images per rank") : 8;
   const int steps = argc > 4 ? parse_int(argv[4], "steps") : 10;
@@ -109,4 +109,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return yolo::run_app("bench_ddp", [&] { return run(argc, argv); }); }
+int main(int argc, char** argv) {
+  return yolo::run_app("bench_ddp", [&] { return run(argc, argv); });
+}

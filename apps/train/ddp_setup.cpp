@@ -3,7 +3,6 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 
@@ -24,8 +23,8 @@ std::string DistContext::from_rank0(const std::string& key, const std::string& v
   try {
     return pg_->store_get(key, std::chrono::seconds(kRank0WorkTimeoutSeconds));
   } catch (const std::exception& e) {
-    throw std::runtime_error("rank " + std::to_string(pg_->rank()) + " waited for rank 0 ('" +
-                             key + "') and gave up: " + e.what() +
+    throw std::runtime_error("rank " + std::to_string(pg_->rank()) + " waited for rank 0 ('" + key +
+                             "') and gave up: " + e.what() +
                              " (rank 0 died or was stopped; see its error)");
   }
 }

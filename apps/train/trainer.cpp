@@ -474,8 +474,9 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   // Several GPUs without torchrun: DataParallel in this process, as YOLOv5 does.
   std::unique_ptr<DataParallel> dp;
   if (!dist.active() && dev.cuda_ids.size() > 1) {
-    log_warn("DP not recommended, use torchrun (or --nproc-per-node) for best DDP Multi-GPU "
-             "results; see the README's multi-process section");
+    log_warn(
+        "DP not recommended, use torchrun (or --nproc-per-node) for best DDP Multi-GPU "
+        "results; see the README's multi-process section");
     std::vector<torch::Device> devices;
     for (int id : dev.cuda_ids) {
       devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
@@ -586,7 +587,8 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
       const bool stepping = ni - last_opt_step >= accumulate;
       if (grad_sync) grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
       if (!ddp_buffers.empty()) broadcast_coalesced(*dist.group(), ddp_buffers, 0);
-      const LossResult lr = compute_loss(dp ? dp->forward(imgs) : model->forward_raw(imgs), targets);
+      const LossResult lr =
+          compute_loss(dp ? dp->forward(imgs) : model->forward_raw(imgs), targets);
       t_fwd += seconds_since(t1);
       auto t2 = Clock::now();
       // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.

@@ -126,14 +126,15 @@ int test_ddp(const std::shared_ptr<ProcessGroup>& pg) {
   expect_close("initial broadcast", flat_params(*ddp), flat_params(*ref), 0, rank);
 
   const LossGains gains = scale_loss_gains(hyp, 3, nc, imgsz, 0.0);
-  ComputeLoss loss_ref(gains, nc, ref->detect()->anchors), loss_ddp(gains, nc, ddp->detect()->anchors);
+  ComputeLoss loss_ref(gains, nc, ref->detect()->anchors),
+      loss_ddp(gains, nc, ddp->detect()->anchors);
   auto opt_ref = make_optimizer("SGD", split_param_groups(*ref), 0.01, 0.937, 5e-4);
   auto opt_ddp = make_optimizer("SGD", split_param_groups(*ddp), 0.01, 0.937, 5e-4);
   GradSync sync(pg, ddp->parameters());
 
   const at::Tensor my_images = images.slice(0, rank * per, (rank + 1) * per);
-  const at::Tensor in_rank = (targets.select(1, 0) >= rank * per) &
-                             (targets.select(1, 0) < (rank + 1) * per);
+  const at::Tensor in_rank =
+      (targets.select(1, 0) >= rank * per) & (targets.select(1, 0) < (rank + 1) * per);
   at::Tensor my_targets = targets.index({in_rank}).clone();
   my_targets.select(1, 0).sub_(rank * per);
 
