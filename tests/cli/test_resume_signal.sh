@@ -5,13 +5,8 @@ set -u
 BIN=${1:?usage: test_resume_signal.sh BIN_DIR}
 tmp=$(mktemp -d)
 trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-cat >"$tmp/data.yaml" <<YAML
-path: $tmp/shapes
-train: images/train
-val: images/val
-names: [circle, rectangle, triangle]
-generate: shapes
-YAML
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+write_shapes_yaml "$tmp"
 cd "$tmp"
 "$BIN/train" --data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --epochs 3 --batch-size 16 \
   --workers 1 --noplots --noautoanchor --project "$tmp/runs" --device cpu >"$tmp/log" 2>&1 &

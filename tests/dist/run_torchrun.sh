@@ -7,7 +7,8 @@ nproc=$1
 shift
 TORCHRUN=${TORCHRUN:-$(command -v torchrun || true)}
 [[ -n "$TORCHRUN" ]] || { echo "torchrun not found: skipping"; exit 77; }
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+port=$(free_port)
 # Debian's torchrun 1.13 spells it --no_python and needs -r 1 -t 1 on Python 3.11.
 exec timeout -k 10 "${DIST_TEST_TIMEOUT:-280}" "$TORCHRUN" --no_python -r 1 -t 1 \
   --nproc_per_node="$nproc" --master_addr=127.0.0.1 --master_port="$port" "$@"

@@ -23,16 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL ($MODE): $*"; [[ -f "$tmp/log" ]] && tail -30 "$tmp/log"; exit 1; }
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-cat >"$tmp/data.yaml" <<YAML
-path: $tmp/shapes
-train: images/train
-val: images/val
-names: [circle, rectangle, triangle]
-generate: shapes
-YAML
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+write_shapes_yaml "$tmp"
 cd "$tmp"
 TRAIN_ARGS=(--data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --batch-size 16 --workers 1
   --noplots --project "$tmp/runs" --device cpu)

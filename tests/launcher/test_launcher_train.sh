@@ -16,13 +16,8 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL ($MODE): $*"; [[ -f "$tmp/log" ]] && tail -30 "$tmp/log"; exit 1; }
-cat >"$tmp/data.yaml" <<YAML
-path: $tmp/shapes
-train: images/train
-val: images/val
-names: [circle, rectangle, triangle]
-generate: shapes
-YAML
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+write_shapes_yaml "$tmp"
 cd "$tmp"
 TRAIN_ARGS=(--data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --batch-size 8 --workers 1
   --noplots --project "$tmp/runs" --device cpu)
@@ -41,7 +36,7 @@ case "$MODE" in
     "$BIN/train" --nproc-per-node 2 "${TRAIN_ARGS[@]}" --epochs 1 --name launcher >"$tmp/log" 2>&1 ||
       fail "launcher run exited $?"
     grep -q "DDP: rank 0 of 2" "$tmp/log" || fail "not a 2-rank run"
-    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     # Debian's torchrun 1.13: --no_python, and -r 1 -t 1 (its default redirects crash on 3.11).
     timeout -k 10 240 "$TORCHRUN" --no_python -r 1 -t 1 --nproc_per_node=2 \
       --master_addr=127.0.0.1 --master_port="$port" \
