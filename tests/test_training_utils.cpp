@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "utils/checkpoint.h"
 #include "utils/ema.h"
+#include "utils/grad_scaler.h"
 #include "utils/optim.h"
 
 namespace fs = std::filesystem;
@@ -174,4 +176,37 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
   fs::resize_file(p, fs::file_size(p) / 2);
   EXPECT_NE(msg().find("truncated"), std::string::npos) << msg();
   fs::remove(p);
+}
+
+TEST(GradScaler, DisabledPassesThrough) {
+  yolo::GradScaler s(false);
+  const at::Tensor loss = torch::full({}, 3.0);
+  EXPECT_EQ(s.scale(loss).item<double>(), 3.0);
+  at::Tensor p = torch::ones({2}).requires_grad_(true);
+  p.mutable_grad() = torch::full({2}, std::numeric_limits<float>::infinity());
+  s.unscale({p});
+  EXPECT_TRUE(s.should_step());
+}
+
+TEST(GradScaler, UnscalesSkipsInfAndAdaptsTheScale) {
+  yolo::GradScaler s(true, 1024.0, 2.0, 0.5, 2);
+  at::Tensor p = torch::ones({3}).requires_grad_(true);
+  s.scale((p * 0.5).sum()).backward();  // grad 0.5 * 1024
+  EXPECT_TRUE(torch::allclose(p.grad(), torch::full({3}, 512.0)));
+  s.unscale({p});
+  EXPECT_TRUE(torch::allclose(p.grad(), torch::full({3}, 0.5)));
+  EXPECT_TRUE(s.should_step());
+  s.update();
+  EXPECT_EQ(s.current_scale(), 1024.0);  // one good step of the 2 needed to grow
+  p.mutable_grad() = torch::tensor({1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f});
+  s.unscale({p});
+  EXPECT_FALSE(s.should_step());
+  s.update();
+  EXPECT_EQ(s.current_scale(), 512.0);  // backed off, growth count reset
+  p.mutable_grad() = torch::ones({3});
+  for (int i = 0; i < 2; ++i) {
+    s.unscale({p});
+    s.update();
+  }
+  EXPECT_EQ(s.current_scale(), 1024.0);  // grew after 2 clean steps
 }

@@ -29,6 +29,7 @@
 #include "utils/distributed.h"
 #include "utils/ema.h"
 #include "utils/errors.h"
+#include "utils/grad_scaler.h"
 #include "utils/grad_sync.h"
 #include "utils/log.h"
 #include "utils/loss.h"
@@ -484,6 +485,11 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     dp = std::make_unique<DataParallel>(model, devices);
   }
 
+  // Mixed precision on CUDA, as YOLOv5 (its check_amp passes on any CUDA device we support).
+  const bool amp = device.is_cuda();
+  GradScaler scaler(amp);
+  if (amp) log_info("AMP: mixed precision (autocast + gradient scaling) on " + dev.description);
+
   // Loss.
   const int nl = model->detect()->nl;
   const LossGains gains = scale_loss_gains(hyp, nl, nc, imgsz, opt.label_smoothing);
@@ -587,20 +593,25 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
       const bool stepping = ni - last_opt_step >= accumulate;
       if (grad_sync) grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
       if (!ddp_buffers.empty()) broadcast_coalesced(*dist.group(), ddp_buffers, 0);
-      const LossResult lr =
-          compute_loss(dp ? dp->forward(imgs) : model->forward_raw(imgs), targets);
+      LossResult lr;
+      {
+        AutocastScope autocast(amp);
+        lr = compute_loss(dp ? dp->forward(imgs) : model->forward_raw(imgs), targets);
+      }
       t_fwd += seconds_since(t1);
       auto t2 = Clock::now();
       // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.
-      (world > 1 ? lr.loss * world : lr.loss).backward();
+      scaler.scale(world > 1 ? lr.loss * world : lr.loss).backward();
       t_bwd += seconds_since(t2);
       if (stepping) {
         auto t3 = Clock::now();
         if (grad_sync) grad_sync->finish();
         if (dp) dp->reduce_grads();
         t_sync += seconds_since(t3);
+        scaler.unscale(params);  // before clipping, as YOLOv5's scaler.unscale_
         torch::nn::utils::clip_grad_norm_(params, 10.0);
-        optimizer->step();
+        if (scaler.should_step()) optimizer->step();  // skipped on inf/NaN gradients (AMP)
+        scaler.update();
         optimizer->zero_grad();
         if (ema) ema->update(*model);
         last_opt_step = ni;
