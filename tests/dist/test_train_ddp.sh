@@ -10,6 +10,8 @@
 #            finish the run.
 #   resume   a single-process run stopped by SIGTERM resumes under torchrun with 2 ranks (another
 #            world size than the original run's) and finishes.
+#   corrupt  the training images become unreadable mid-run: the rank that hits one stops with an
+#            error naming the file (shown in torchrun's summary), every rank stops, none is left.
 #   checks   YOLOv5's DDP refusals (batch not divisible by WORLD_SIZE, --image-weights, --evolve).
 set -euo pipefail
 BIN=${1:?usage: test_train_ddp.sh BIN_DIR MODE}
@@ -126,6 +128,20 @@ case "$MODE" in
     grep -q "Resuming training" "$tmp/log" || fail "did not resume"
     grep -q "DDP: rank 0 of 2" "$tmp/log" || fail "not a 2-rank run"
     [[ $(rows "$tmp/runs/exp/results.csv") -eq 2 ]] || fail "results.csv rows != 2"
+    ;;
+  corrupt)
+    torchrun_2 "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 3 --dist-timeout 10 >"$tmp/log" 2>&1 &
+    agent=$!
+    wait_for_file "$tmp/runs/exp/weights/last.pt" $agent || fail "no last.pt after epoch 0"
+    for f in "$tmp"/shapes/images/train/*; do printf 'not an image' >"$f"; done
+    status=0
+    timeout 150 tail --pid=$agent -f /dev/null || fail "torchrun still running after 150 s"
+    wait $agent || status=$?
+    [[ $status -ne 0 ]] || fail "torchrun exited 0 with unreadable images"
+    grep -q "traceback : .*shapes/images/train/.*" "$tmp/log" ||
+      fail "torchrun's summary does not name the unreadable file"
+    sleep 1
+    if pgrep -f "$tmp/data.yaml" >/dev/null; then fail "processes left behind"; fi
     ;;
   checks)
     export LOCAL_RANK=0 RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
