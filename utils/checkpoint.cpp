@@ -1,7 +1,12 @@
 #include "utils/checkpoint.h"
 
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -9,6 +14,37 @@
 #include "utils/fs_atomic.h"
 
 namespace yolo {
+namespace {
+
+// LibTorch 1.13's MemoryReadAdapter (behind torch::pickle_load) copies whatever range miniz asks
+// for, so a damaged zip makes it read past the buffer (ASan: heap-use-after-free on a truncated
+// last.pt). This adapter clamps every read to the buffer; miniz sees the short read and reports
+// a damaged archive.
+class BoundedReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReadAdapter(const std::vector<char>& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, bytes_.size() - pos));
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::vector<char>& bytes_;
+};
+
+// torch::pickle_load on the bounded adapter: the same archive layout and unpickler.
+c10::IValue pickle_load_bounded(const std::vector<char>& bytes) {
+  caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReadAdapter>(bytes));
+  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                           /*type_resolver=*/c10::nullopt,
+                                           /*obj_loader=*/c10::nullopt, /*device=*/c10::nullopt,
+                                           reader);
+}
+
+}  // namespace
 
 std::string now_iso8601() {
   const std::time_t t = std::time(nullptr);
@@ -54,7 +90,7 @@ c10::IValue read_pickle_archive(const std::string& path, const std::string& kind
         ": not a zip-format torch.save file (empty, legacy or foreign format)" + hint);
   }
   try {
-    return torch::pickle_load(bytes);
+    return pickle_load_bounded(bytes);
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));

@@ -107,6 +107,14 @@ for app in val detect; do
   check 1 "os.system" -- "$BIN/$app" --weights "$tmp/code.pt" --cfg yolov5n.yaml --data "$mixed/data.yaml" "${src[@]}"
 done
 [ ! -e "$tmp/pwned" ] || { echo "FAIL: a checkpoint ran code"; fails=$((fails + 1)); }
+# A real checkpoint cut at many lengths: each a clear refusal (an ASan build once caught
+# LibTorch's in-memory zip reader reading past the buffer on the 5000-byte cut).
+size=$(stat -c %s "$weights")
+for n in 4 100 1000 4096 5000 20000 100000 $((size / 2)) $((size - 22)) $((size - 1)); do
+  head -c "$n" "$weights" >"$tmp/cut.pt"
+  check 1 "cut.pt: cannot read the checkpoint" -- "$TOOL" check "$tmp/cut.pt"
+done
+
 # --resume of a truncated last.pt in an otherwise intact run dir.
 cp -r "$tmp/runs/mixed" "$tmp/runs/cut"
 head -c 5000 "$weights" >"$tmp/runs/cut/weights/last.pt"
