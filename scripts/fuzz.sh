@@ -33,13 +33,14 @@ status=0
 for t in "${targets[@]}"; do
   dir="$BUILD_DIR/fuzz-runs/$t"
   mkdir -p "$dir/corpus"
+  rm -rf "$dir/tmp" && mkdir "$dir/tmp"  # the targets' scratch files
   seeds=()
   case $t in
     fuzz_labels) printf '0 0.5 0.5 0.2 0.2\n1 0.1 0.2 0.5 0.2 0.5 0.6 0.1 0.6\n' >"$dir/corpus/seed.txt" ;;
     fuzz_yaml) seeds=(configs/data configs/models hyp) ;;
   esac
   echo "fuzz: $t for ${secs}s"
-  (cd "$dir" && "$OLDPWD/$BUILD_DIR/fuzz/$t" -max_total_time="$secs" -max_len=4096 \
+  (cd "$dir" && TMPDIR="$PWD/tmp" "$OLDPWD/$BUILD_DIR/fuzz/$t" -max_total_time="$secs" -max_len=4096 \
     -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 corpus "${seeds[@]/#/$OLDPWD/}") ||
     status=1
 done

@@ -12,9 +12,12 @@ namespace yolo::fuzz {
 
 inline const std::string& temp_dir() {
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/yolo_fuzz_XXXXXX";
-    if (!mkdtemp(tmpl)) std::abort();
-    return std::string(tmpl);
+    // libFuzzer exits without running destructors: scripts/fuzz.sh points TMPDIR at a folder it
+    // clears itself.
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/yolo_fuzz_XXXXXX";
+    if (!mkdtemp(tmpl.data())) std::abort();
+    return tmpl;
   }();
   return dir;
 }
