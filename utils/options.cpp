@@ -42,12 +42,10 @@ bool looks_like_value(const std::string& s) {
 // (--freeze 0 1 2). Rewrite them into cxxopts' forms (--flag=value, comma lists).
 std::vector<std::string> normalize_argv(int argc, const char* const* argv) {
   static const std::vector<std::pair<std::string, std::string>> kAliases = {
-      {"--img", "--imgsz"},
-      {"--img-size", "--imgsz"},
-      {"--batch", "--batch-size"},
-      {"--local-rank", "--local_rank"},
-      {"--sync_bn", "--sync-bn"},
-      {"--nproc_per_node", "--nproc-per-node"}};
+      {"--img", "--imgsz"},        {"--img-size", "--imgsz"},
+      {"--batch", "--batch-size"}, {"--local-rank", "--local_rank"},
+      {"--sync_bn", "--sync-bn"},  {"--nproc_per_node", "--nproc-per-node"},
+  };
   static const std::set<std::string> kOptionalValue = {"--resume", "--evolve", "--cache"};
   std::vector<std::string> out;
   if (argc > 0) out.emplace_back(argv[0]);
