@@ -11,21 +11,23 @@ namespace yolo {
 DataParallel::DataParallel(DetectionModel master, std::vector<torch::Device> devices)
     : master_(std::move(master)), devices_(std::move(devices)) {
   if (devices_.size() < 2) throw std::invalid_argument("DataParallel needs 2 or more devices");
+  master_state_ = {master_->parameters(), master_->buffers()};
   for (size_t i = 1; i < devices_.size(); ++i) {
     DetectionModel r(master_->spec());
     r->to(devices_[i]);
     replicas_.push_back(r);
+    replica_state_.push_back({r->parameters(), r->buffers()});
   }
 }
 
 void DataParallel::sync_replicas() {
   torch::NoGradGuard no_grad;
-  const auto mp = master_->parameters();
-  const auto mb = master_->buffers();
-  for (auto& r : replicas_) {
-    r->train(master_->is_training());
-    auto rp = r->parameters();
-    auto rb = r->buffers();
+  const auto& mp = master_state_.params;
+  const auto& mb = master_state_.buffers;
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    replicas_[i]->train(master_->is_training());
+    auto& rp = replica_state_[i].params;
+    auto& rb = replica_state_[i].buffers;
     for (size_t k = 0; k < mp.size(); ++k) {
       rp[k].copy_(mp[k], /*non_blocking=*/true);
       rp[k].set_requires_grad(mp[k].requires_grad());
@@ -71,9 +73,9 @@ std::vector<torch::Tensor> DataParallel::forward(const torch::Tensor& images) {
 
 void DataParallel::reduce_grads() {
   torch::NoGradGuard no_grad;
-  auto mp = master_->parameters();
-  for (auto& r : replicas_) {
-    auto rp = r->parameters();
+  auto& mp = master_state_.params;
+  for (auto& state : replica_state_) {
+    auto& rp = state.params;
     for (size_t k = 0; k < mp.size(); ++k) {
       if (!rp[k].grad().defined()) continue;
       const torch::Tensor g = rp[k].grad().to(devices_[0]);

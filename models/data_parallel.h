@@ -27,9 +27,16 @@ class DataParallel {
  private:
   void sync_replicas();
 
+  // A module's parameters and buffers, listed once (the tensors stay the same objects).
+  struct State {
+    std::vector<torch::Tensor> params, buffers;
+  };
+
   DetectionModel master_;
   std::vector<DetectionModel> replicas_;  // on devices_[1..]
   std::vector<torch::Device> devices_;
+  State master_state_;
+  std::vector<State> replica_state_;
 };
 
 }  // namespace yolo

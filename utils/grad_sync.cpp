@@ -56,6 +56,10 @@ GradSync::~GradSync() {
 
 void GradSync::set_sync(bool enabled) {
   sync_ = enabled;
+  reset_buckets();
+}
+
+void GradSync::reset_buckets() {
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
     b.work.reset();
@@ -128,7 +132,7 @@ void GradSync::finish() {
     }
   }
   ++stats_.syncs;
-  set_sync(sync_);  // ready for the next backward
+  reset_buckets();
 }
 
 }  // namespace yolo

@@ -47,6 +47,7 @@ class GradSync {
   };
   void on_grad(size_t param, const at::Tensor& grad);
   void launch_ready();
+  void reset_buckets();  // nothing seen, nothing launched: ready for the next backward
 
   std::shared_ptr<ProcessGroup> pg_;
   std::vector<at::Tensor> params_;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 
 #include "utils/errors.h"
 #include "utils/log.h"
@@ -32,6 +33,26 @@ std::string DistContext::from_rank0(const std::string& key, const std::string& v
 std::function<void()> DistContext::rank0_first(const std::string& name) const {
   auto calls = std::make_shared<int>(0);
   return [this, name, calls] { from_rank0(name + "/" + std::to_string((*calls)++), "done"); };
+}
+
+namespace {
+constexpr const char* kRunDirKey = "run_dir";
+}  // namespace
+
+void DistContext::remember_run_dir(const std::string& dir) const {
+  if (active() && is_rank0()) pg_->job_store_set(kRunDirKey, dir);
+}
+
+std::string DistContext::restart_checkpoint() const {
+  if (!active() || env_.restart_count == 0) return "";
+  std::string ckpt;
+  if (is_rank0()) {
+    const std::string dir = pg_->job_store_get_or(kRunDirKey, "");
+    const std::filesystem::path f = std::filesystem::path(dir) / "weights" / "last.pt";
+    std::error_code ec;
+    if (!dir.empty() && std::filesystem::is_regular_file(f, ec)) ckpt = f.string();
+  }
+  return from_rank0("elastic_resume", ckpt);
 }
 
 DistContext start_distributed(const Options& opt, DeviceSelection& dev) {

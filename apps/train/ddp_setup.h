@@ -29,6 +29,11 @@ class DistContext {
   std::string from_rank0(const std::string& key, const std::string& value) const;
   // A barrier for the data layer: rank 0 calls it when done, the others wait for that.
   std::function<void()> rank0_first(const std::string& name) const;
+  // Rank 0 records the run dir in torchrun's store, which outlives a restart of the workers.
+  void remember_run_dir(const std::string& dir) const;
+  // After a torchrun restart (TORCHELASTIC_RESTART_COUNT > 0): the run's last.pt, the same on
+  // every rank; "" when this is no restart or the run saved nothing yet.
+  std::string restart_checkpoint() const;
 
  private:
   DistEnv env_;

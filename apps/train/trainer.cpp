@@ -221,16 +221,9 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   const DistContext dist = start_distributed(opt, dev);
   const bool rank0 = dist.is_rank0();
   const int world = dist.world_size();
-  if (dist.active() && dist.env().restart_count > 0 && !opt.resume) {
+  if (!opt.resume) {
     // torchrun restarted the workers (--max_restarts): continue the run from its last.pt.
-    std::string ckpt;
-    if (rank0) {
-      const std::string dir = dist.group()->job_store_get_or("run_dir", "");
-      const fs::path f = fs::path(dir) / "weights" / "last.pt";
-      std::error_code ec;
-      if (!dir.empty() && fs::is_regular_file(f, ec)) ckpt = f.string();
-    }
-    ckpt = dist.from_rank0("elastic_resume", ckpt);
+    const std::string ckpt = dist.restart_checkpoint();
     if (!ckpt.empty()) {
       log_info("torchrun restart " + std::to_string(dist.env().restart_count) + ": resuming " +
                ckpt);
@@ -267,7 +260,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     opt.save_dir = increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
   }
   opt.save_dir = dist.from_rank0("save_dir", opt.save_dir);  // only rank 0 writes there
-  if (dist.active() && rank0) dist.group()->job_store_set("run_dir", opt.save_dir);
+  dist.remember_run_dir(opt.save_dir);
   const fs::path save_dir(opt.save_dir), wdir = save_dir / "weights";
   if (rank0) fs::create_directories(wdir);
   const std::string last = (wdir / "last.pt").string(), best = (wdir / "best.pt").string();

@@ -18,16 +18,8 @@ BIN=${1:?usage: test_train_ddp.sh BIN_DIR MODE}
 MODE=${2:?usage: test_train_ddp.sh BIN_DIR MODE}
 TORCHRUN=${TORCHRUN:-$(command -v torchrun || true)}
 [[ -n "$TORCHRUN" ]] || { echo "torchrun not found: skipping"; exit 77; }
-tmp=$(mktemp -d)
-cleanup() {
-  pkill -KILL -f "$tmp/" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL ($MODE): $*"; [[ -f "$tmp/log" ]] && tail -30 "$tmp/log"; exit 1; }
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-write_shapes_yaml "$tmp"
-cd "$tmp"
+start_train_test "$MODE"
 TRAIN_ARGS=(--data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --batch-size 16 --workers 1
   --noplots --project "$tmp/runs" --device cpu)
 # Debian's torchrun 1.13: --no_python, and -r 1 -t 1 (its default redirects crash on Python 3.11).
@@ -52,7 +44,6 @@ wait_for_file() {  # $1 file, $2 pid that must stay alive, up to 120 s
   done
   return 1
 }
-rows() { echo $(($(wc -l <"$1") - 1)); }
 
 case "$MODE" in
   e2e)

@@ -8,20 +8,10 @@
 set -euo pipefail
 BIN=${1:?usage: test_launcher_train.sh BIN_DIR MODE}
 MODE=${2:?usage: test_launcher_train.sh BIN_DIR MODE}
-tmp=$(mktemp -d)
-cleanup() {
-  local p
-  for p in $(pgrep -f "$tmp/data.yaml" || true); do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL ($MODE): $*"; [[ -f "$tmp/log" ]] && tail -30 "$tmp/log"; exit 1; }
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-write_shapes_yaml "$tmp"
-cd "$tmp"
+start_train_test "$MODE"
 TRAIN_ARGS=(--data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --batch-size 8 --workers 1
   --noplots --project "$tmp/runs" --device cpu)
-rows() { echo $(($(wc -l <"$1") - 1)); }
 no_workers_left() {
   local left
   left=$(pgrep -f "$tmp/data.yaml" || true)

@@ -16,3 +16,19 @@ YAML
 free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+
+# start_train_test MODE: a fresh temp dir $tmp holding shapes data in $tmp/data.yaml, made the
+# working dir; on exit every process whose command line names $tmp is killed and $tmp removed.
+start_train_test() {
+  MODE=$1
+  tmp=$(mktemp -d)
+  trap 'pkill -KILL -f "$tmp/" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+  write_shapes_yaml "$tmp"
+  cd "$tmp"
+}
+
+# fail MESSAGE: report a failure of $MODE with the end of $tmp/log, exit 1.
+fail() { echo "FAIL ($MODE): $*"; [[ -f "$tmp/log" ]] && tail -30 "$tmp/log"; exit 1; }
+
+# rows CSV: data rows of a results.csv (lines minus the header).
+rows() { echo $(($(wc -l <"$1") - 1)); }
