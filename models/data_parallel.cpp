@@ -1,10 +1,13 @@
 #include "models/data_parallel.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
 #include <exception>
 #include <stdexcept>
 #include <thread>
+
+#include "utils/grad_scaler.h"
 
 namespace yolo {
 
@@ -42,11 +45,16 @@ std::vector<torch::Tensor> DataParallel::forward(const torch::Tensor& images) {
   std::vector<std::vector<torch::Tensor>> outs(chunks.size());
   std::vector<std::exception_ptr> errors(chunks.size());
   std::vector<std::thread> threads;
-  const bool grad = torch::GradMode::is_enabled();  // thread-local: carry it into the workers
+  // Grad mode and autocast are thread-local: the workers run under the caller's, each on its
+  // own device (as the current CUDA device, which kernels and the caching allocator use).
+  const bool grad = torch::GradMode::is_enabled();
+  const AutocastState autocast = AutocastState::current();
   for (size_t i = 1; i < chunks.size(); ++i) {
     threads.emplace_back([&, i] {
       try {
         torch::AutoGradMode mode(grad);
+        autocast.apply();
+        c10::OptionalDeviceGuard device(devices_[i]);
         outs[i] = replicas_[i - 1]->forward_raw(chunks[i].to(devices_[i], true));
       } catch (...) {
         errors[i] = std::current_exception();

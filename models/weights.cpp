@@ -55,7 +55,7 @@ StateDict read_state_dict(const std::string& path) {
 void write_state_dict(const StateDict& sd, const std::string& path) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [k, t] : sd) dict.insert(k, t.detach().cpu().contiguous());
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  const std::vector<char> bytes = pickle_save_plain(c10::IValue(dict));
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
 }
 

@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
-# Installs every Debian package the project needs, then configures and builds into build/.
+# Installs everything the project needs, then configures and builds.
 # Idempotent: packages already present are not reinstalled, and the build is incremental.
-# Usage: scripts/setup.sh [--no-build] [extra cmake -D options...]
+#
+# Usage: scripts/setup.sh [--torch wheel|system] [--no-build] [--targets "T1 T2"] [cmake -D...]
+#   --torch wheel  (default) LibTorch 2.x with CUDA, cuDNN and NCCL from PyTorch's pinned CUDA
+#                  wheel (scripts/requirements-torch.txt), installed into .venv; builds in build/.
+#   --torch system Debian's libtorch-dev 1.13 (CPU only, with Gloo); builds in build-system/.
+#   YOLO_TORCH=wheel|system does the same as --torch; BUILD_DIR overrides the build folder and
+#   YOLO_VENV the virtual environment's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+TORCH_KIND=${YOLO_TORCH:-wheel}
+BUILD=1
+TARGETS=()
+CMAKE_ARGS=()
+while (($#)); do
+  case "$1" in
+    --torch) TORCH_KIND=${2:-}; shift 2 || { echo "setup: --torch needs wheel or system" >&2; exit 2; } ;;
+    --torch=*) TORCH_KIND=${1#--torch=}; shift ;;
+    --no-build) BUILD=0; shift ;;
+    --targets) read -r -a TARGETS <<<"${2:-}"; shift 2 || { echo "setup: --targets needs a list" >&2; exit 2; } ;;
+    *) CMAKE_ARGS+=("$1"); shift ;;
+  esac
+done
+case "$TORCH_KIND" in
+  wheel) DEFAULT_BUILD_DIR=build ;;
+  system) DEFAULT_BUILD_DIR=build-system ;;
+  *) echo "setup: --torch must be 'wheel' or 'system', not '$TORCH_KIND'" >&2; exit 2 ;;
+esac
+
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git curl unzip zip python3
-  libtorch-dev libgloo-dev python3-torch
-  libopencv-dev
-  libyaml-cpp-dev libcxxopts-dev libgtest-dev
+  build-essential cmake ninja-build ccache pkg-config git curl unzip zip python3 python3-venv
+  libopencv-dev libyaml-cpp-dev libcxxopts-dev libgtest-dev
 )
+# The system LibTorch and the Python torch whose torchrun the multi-process tests use with it.
+[ "$TORCH_KIND" = system ] && PACKAGES+=(libtorch-dev libgloo-dev python3-torch)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -25,12 +50,54 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-[ "${1:-}" = "--no-build" ] && exit 0
+CONFIG=(-DYOLO_TORCH_KIND="$TORCH_KIND")
+if [ "$TORCH_KIND" = wheel ]; then
+  VENV=${YOLO_VENV:-.venv}
+  REQ=scripts/requirements-torch.txt
+  stamp="$VENV/.yolo-requirements-$(sha256sum "$REQ" | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    echo "setup: installing the pinned PyTorch CUDA wheel and its NVIDIA libraries into $VENV" \
+      "(about 2.7 GB on disk)"
+    start=$(date +%s)
+    [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$REQ"
+    rm -f "$VENV"/.yolo-requirements-*
+    touch "$stamp"
+    echo "setup: PyTorch installed in $(($(date +%s) - start)) s"
+  fi
+  PY="$PWD/$VENV/bin/python"
+  SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  # The CUDA build's CMake config needs the toolkit's nvcc; Debian does not put it on PATH.
+  if ! command -v nvcc >/dev/null; then
+    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+      [ -x "$d/nvcc" ] && { PATH="$d:$PATH"; break; }
+    done
+  fi
+  command -v nvcc >/dev/null || {
+    echo "setup: the CUDA wheel's LibTorch needs the CUDA toolkit (nvcc) to configure; install" \
+      "CUDA 13 or use 'scripts/setup.sh --torch system' for Debian's CPU-only LibTorch" >&2
+    exit 1
+  }
+  # The torch folder first, so its lib/ wins over a Debian libtorch in /usr/lib.
+  CONFIG+=(-DCMAKE_PREFIX_PATH="$SITE/torch;$SITE/torch/share/cmake" -DNCCL_ROOT="$SITE/nvidia/nccl"
+    -DYOLO_PYTHON="$PY" -DTORCH_CUDA_ARCH_LIST=9.0)
+else
+  CONFIG+=(-DYOLO_PYTHON=/usr/bin/python3)
+fi
 
-BUILD_DIR=${BUILD_DIR:-build}
+[ "$BUILD" = 1 ] || exit 0
+
+BUILD_DIR=${BUILD_DIR:-$DEFAULT_BUILD_DIR}
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+if [ -f "$BUILD_DIR/CMakeCache.txt" ] &&
+  ! grep -q "^YOLO_TORCH_KIND:STRING=$TORCH_KIND\$" "$BUILD_DIR/CMakeCache.txt"; then
+  echo "setup: $BUILD_DIR was configured with another LibTorch; use another BUILD_DIR or remove" \
+    "$BUILD_DIR" >&2
+  exit 1
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ((${#CMAKE_ARGS[@]})); then
+  cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release "${CONFIG[@]}" \
+    "${CMAKE_ARGS[@]}" >/dev/null
+fi
+cmake --build "$BUILD_DIR" -j"$(nproc)" ${TARGETS[@]+--target "${TARGETS[@]}"}

@@ -6,6 +6,7 @@
 
 #include "models/data_parallel.h"
 #include "models/yolo.h"
+#include "utils/grad_scaler.h"
 #include "utils/paths.h"
 
 namespace {
@@ -74,4 +75,28 @@ TEST(DataParallel, TwoGpus) {
     GTEST_SKIP() << "needs 2 CUDA devices";
   }
   expect_same_gradients({torch::Device(torch::kCUDA, 0), torch::Device(torch::kCUDA, 1)});
+}
+
+// Autocast is thread-local: the replica threads must run under the caller's, or their chunks come
+// back in float32 while the master's are in the low-precision type (CPU autocast: bfloat16).
+TEST(DataParallel, ReplicaThreadsRunUnderTheCallersAutocast) {
+  yolo::DetectionModel single = tiny_model(1), master = tiny_model(1);
+  single->eval();
+  master->eval();
+  yolo::DataParallel dp(master, {torch::kCPU, torch::kCPU});
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::rand({4, 3, 64, 64});
+  torch::NoGradGuard no_grad;
+  yolo::AutocastScope autocast(true, torch::kCPU);
+  const std::vector<torch::Tensor> ref = single->forward_raw(x), out = dp.forward(x);
+  ASSERT_EQ(ref.size(), out.size());
+  for (size_t l = 0; l < out.size(); ++l) {
+    ASSERT_EQ(ref[l].scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(out[l].scalar_type(), torch::kBFloat16) << "level " << l;
+    // The replica's half of the batch, computed in its own thread, matches the reference.
+    const torch::Tensor a = ref[l].slice(0, 2).to(torch::kFloat);
+    const torch::Tensor b = out[l].slice(0, 2).to(torch::kFloat);
+    EXPECT_TRUE(torch::allclose(a, b, 1e-2, 1e-2))
+        << "level " << l << " max diff " << (a - b).abs().max().item<double>();
+  }
 }

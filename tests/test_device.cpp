@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+#include <torch/torch.h>
 
+#include "utils/cuda_env.h"
 #include "utils/device.h"
 #include "utils/errors.h"
 
@@ -42,4 +44,73 @@ TEST(Device, CudaSelectionWhenAvailable) {
   const auto sel = yolo::select_device("0");
   EXPECT_TRUE(sel.device.is_cuda());
   EXPECT_EQ(sel.device.index(), 0);
+}
+
+// Under DDP each local rank trains on its own GPU: the i-th of those listed in --device (YOLOv5
+// sets CUDA_VISIBLE_DEVICES to the list), or cuda:LOCAL_RANK when --device did not list any.
+TEST(Device, DdpRankTakesItsGpuFromTheDeviceList) {
+  yolo::DeviceSelection listed;
+  listed.device = c10::Device(c10::kCUDA, 2);
+  listed.cuda_ids = {2, 3};
+  listed.listed = true;
+  EXPECT_EQ(yolo::rank_device(listed, 0, 2, 4).device, c10::Device(c10::kCUDA, 2));
+  const yolo::DeviceSelection r1 = yolo::rank_device(listed, 1, 2, 4);
+  EXPECT_EQ(r1.device, c10::Device(c10::kCUDA, 3));
+  EXPECT_EQ(r1.cuda_ids, std::vector<int>{3});
+  EXPECT_EQ(r1.description, "CUDA:3");
+
+  yolo::DeviceSelection automatic = listed;
+  automatic.cuda_ids = {0};
+  automatic.listed = false;
+  EXPECT_EQ(yolo::rank_device(automatic, 1, 2, 2).device, c10::Device(c10::kCUDA, 1));
+}
+
+TEST(Device, DdpWithFewerGpusThanRanksIsAUsageError) {
+  yolo::DeviceSelection listed;
+  listed.cuda_ids = {2, 3};
+  listed.listed = true;
+  try {
+    yolo::rank_device(listed, 2, 3, 8);
+    FAIL() << "3 ranks on 2 listed GPUs were accepted";
+  } catch (const yolo::UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("insufficient CUDA devices for DDP command"), std::string::npos) << m;
+    EXPECT_NE(m.find("--device lists 2"), std::string::npos) << m;
+  }
+  yolo::DeviceSelection automatic;
+  automatic.cuda_ids = {0};
+  EXPECT_THROW(yolo::rank_device(automatic, 1, 2, 1), yolo::UsageError);
+}
+
+// Training asks for cuDNN autotuning as YOLOv5 does, unless it must be deterministic.
+TEST(Device, CudnnBenchmarkUnlessDeterministic) {
+  auto& ctx = at::globalContext();
+  yolo::configure_cudnn(false);
+  EXPECT_TRUE(ctx.benchmarkCuDNN());
+  EXPECT_FALSE(ctx.deterministicCuDNN());
+  yolo::configure_cudnn(true);
+  EXPECT_FALSE(ctx.benchmarkCuDNN());
+  EXPECT_TRUE(ctx.deterministicCuDNN());
+  EXPECT_TRUE(ctx.deterministicAlgorithms());
+  ctx.setDeterministicAlgorithms(false, false);
+  yolo::configure_cudnn(false);
+}
+
+// The progress line's GPU_mem column: the caching allocator's reserved memory; 0 on the CPU.
+TEST(Device, ReservedGpuMemory) {
+  EXPECT_EQ(yolo::cuda_memory_reserved_gb(torch::kCPU), 0.0);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Tensor t = torch::empty({64, 1024, 1024}, torch::kCUDA);  // 256 MiB
+  EXPECT_GE(yolo::cuda_memory_reserved_gb(t.device()), 0.25);
+}
+
+TEST(Device, VersionReportNamesEveryComponent) {
+  const std::string r = yolo::version_report();
+  for (const char* s :
+       {"yolo-cpp ", "LibTorch ", "CUDA: ", "cuDNN: ", "NCCL: ", "Gloo: ", "GPUs: ", "Threads: "}) {
+    EXPECT_NE(r.find(s), std::string::npos) << s << " missing from\n" << r;
+  }
+  EXPECT_NE(r.find(yolo::cuda_compiled() ? "CUDA: compiled in, " : "CUDA: not compiled in"),
+            std::string::npos)
+      << r;
 }

@@ -1,10 +1,16 @@
 // Launcher environment parsing and gradient bucketing, on one process (the multi-process tests
 // run under torchrun from tests/dist).
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 
+#include "tests/mirror_group.h"
+#include "utils/cuda_env.h"
 #include "utils/distributed.h"
 #include "utils/errors.h"
 #include "utils/grad_sync.h"
@@ -33,29 +39,7 @@ class EnvGuard {
                                           "TORCHELASTIC_RESTART_COUNT"};
 };
 
-// A stand-in for a 2-rank group whose other rank computed the same gradients: all-reduce sums
-// doubles the tensor. Records each all-reduce's size, in launch order.
-class MirrorGroup : public ProcessGroup {
- public:
-  struct Done : CommWork {
-    void wait() override {}
-  };
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  std::string backend() const override { return "mirror"; }
-  std::unique_ptr<CommWork> allreduce_sum_async(at::Tensor t) override {
-    sizes.push_back(t.numel());
-    t.mul_(2);
-    return std::make_unique<Done>();
-  }
-  void broadcast(at::Tensor, int) override {}
-  void barrier() override {}
-  void store_set(const std::string&, const std::string&) override {}
-  std::string store_get(const std::string&, std::chrono::milliseconds) override { return ""; }
-  void job_store_set(const std::string&, const std::string&) override {}
-  std::string job_store_get_or(const std::string&, const std::string& f) override { return f; }
-  std::vector<int64_t> sizes;
-};
+using yolo::test_support::MirrorGroup;
 
 }  // namespace
 
@@ -154,4 +138,68 @@ TEST(GradSync, NoSyncAccumulatesAndTheNextSyncReducesTheSum) {
   EXPECT_EQ(pg->sizes, std::vector<int64_t>{5});
   EXPECT_TRUE(torch::allclose(params[0].grad(), torch::full({3}, 5.0)));
   EXPECT_TRUE(torch::allclose(params[1].grad(), torch::zeros({2})));
+}
+
+namespace {
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return 0;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+yolo::DistEnv single_rank_env() {
+  yolo::DistEnv env;
+  env.local_rank = env.rank = 0;
+  env.world_size = env.local_world_size = 1;
+  env.master_port = free_port();
+  return env;
+}
+
+std::string usage_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const yolo::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// NCCL is only ever chosen explicitly and where it can work: a build without it, or a rank on
+// the CPU, is a usage error that says what to do instead, before any connection is tried.
+TEST(ProcessGroup, NcclWhereItCannotWorkIsAUsageErrorNamingTheFix) {
+  const yolo::DistEnv env = single_rank_env();
+  const std::string cpu = usage_message([&] {
+    yolo::init_process_group(env, "nccl", std::chrono::seconds(5), torch::Device("cpu"));
+  });
+  EXPECT_NE(cpu.find("--dist-backend gloo"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find(yolo::nccl_compiled() ? "CUDA device" : "no NCCL"), std::string::npos) << cpu;
+  const std::string bad = usage_message(
+      [&] { yolo::init_process_group(env, "mpi", std::chrono::seconds(5), torch::Device("cpu")); });
+  EXPECT_NE(bad.find("--dist-backend must be nccl or gloo"), std::string::npos) << bad;
+}
+
+// A group is shut down before it is destroyed (no NCCL watchdog complaints at exit); after that a
+// collective is an error, never a crash.
+TEST(ProcessGroup, ShutdownEndsTheGroupCleanly) {
+  const yolo::DistEnv env = single_rank_env();
+  ASSERT_GT(env.master_port, 0);
+  auto pg = yolo::init_process_group(env, "gloo", std::chrono::seconds(20));
+  torch::Tensor t = torch::ones({3});
+  pg->allreduce_sum(t);
+  EXPECT_TRUE(torch::equal(t, torch::ones({3})));  // one rank: the sum is itself
+  pg->shutdown();
+  pg->shutdown();  // twice is harmless
+  EXPECT_THROW(pg->allreduce_sum(t), std::logic_error);
+  pg.reset();
 }

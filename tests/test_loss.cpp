@@ -110,3 +110,30 @@ TEST(Loss, FocalLossDownweightsEasyNegatives) {
   // focal = bce * (1 - alpha) * p^gamma for negatives
   EXPECT_NEAR(b.items[1].item<double>() / a.items[1].item<double>(), 0.75 * std::pow(p, 1.5), 1e-6);
 }
+
+// Under autocast the predictions arrive in a low-precision type (float16 on CUDA, bfloat16 on the
+// CPU); the loss must still add up in float32, or the small per-level terms round away.
+TEST(Loss, LowPrecisionPredictionsGiveAFloat32Loss) {
+  yolo::LossGains g;
+  g.box = 0.05;
+  g.obj = 1.0;
+  g.cls = 0.5;
+  g.cls_pw = g.obj_pw = 1.0;
+  g.anchor_t = 4.0;
+  yolo::ComputeLoss loss(g, 3, anchors());
+  torch::manual_seed(0);
+  std::vector<torch::Tensor> p = zero_maps(4, 3, 128);
+  for (auto& m : p) m = torch::randn(m.sizes()) * 2;
+  const torch::Tensor targets = torch::tensor({{0.f, 1.f, 0.5f, 0.5f, 0.2f, 0.3f},
+                                               {1.f, 0.f, 0.25f, 0.7f, 0.1f, 0.1f},
+                                               {3.f, 2.f, 0.8f, 0.2f, 0.4f, 0.3f}});
+  const yolo::LossResult ref = loss(p, targets);
+  std::vector<torch::Tensor> low;
+  for (const auto& m : p) low.push_back(m.to(torch::kBFloat16));
+  const yolo::LossResult r = loss(low, targets);
+  EXPECT_EQ(r.loss.scalar_type(), torch::kFloat);
+  EXPECT_EQ(r.items.scalar_type(), torch::kFloat);
+  // Only the predictions' own rounding (bfloat16 keeps ~3 significant digits) is left.
+  const torch::Tensor rel = ((r.items - ref.items).abs() / ref.items).max();
+  EXPECT_LT(rel.item<double>(), 5e-3) << r.items << ref.items;
+}

@@ -238,7 +238,9 @@ TEST_F(TrainTest, EvolveMutatesWithinLimitsAndContinues) {
       EXPECT_GE(r[7 + i], genes[i].lower) << genes[i].key;
       EXPECT_LE(r[7 + i], genes[i].upper) << genes[i].key;
     }
-    if (genes[i].gain == 0) EXPECT_EQ(t.rows[0][7 + i], t.rows[1][7 + i]) << genes[i].key;
+    if (genes[i].gain == 0) {
+      EXPECT_EQ(t.rows[0][7 + i], t.rows[1][7 + i]) << genes[i].key;
+    }
     changed |= t.rows[0][7 + i] != t.rows[1][7 + i];
   }
   EXPECT_TRUE(changed) << "the second generation did not mutate";
@@ -264,7 +266,9 @@ TEST(Evolve, MutationKeepsLimitsAndFixedGenes) {
       const auto& g = yolo::evolve_genes()[i];
       EXPECT_GE(child[i], g.lower);
       EXPECT_LE(child[i], g.upper);
-      if (g.gain == 0) EXPECT_EQ(child[i], parent[i]) << g.key;
+      if (g.gain == 0) {
+        EXPECT_EQ(child[i], parent[i]) << g.key;
+      }
     }
   }
   // Selection favours fitter rows: the fittest of two wins most draws.

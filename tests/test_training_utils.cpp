@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -157,6 +158,59 @@ TEST(Optim, StateRoundTripsThroughACheckpoint) {
   }
 }
 
+// A checkpoint written where the parameters live elsewhere (a GPU; here also another dtype)
+// holds its optimizer state on the CPU and resumes on a CPU-only machine: loading moves each
+// tensor to its parameter's device and dtype.
+TEST(Optim, StateIsSavedOnCpuAndLoadsOntoTheParametersDeviceAndDtype) {
+  const torch::Device src = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  auto step = [](Tiny& m, torch::optim::Optimizer& opt) {
+    const auto p = m->conv->weight;
+    opt.zero_grad();
+    torch::manual_seed(11);
+    m->forward(torch::rand({2, 3, 8, 8}).to(p.device(), p.scalar_type())).pow(2).mean().backward();
+    opt.step();
+  };
+  for (const std::string name : {"SGD", "Adam"}) {
+    torch::manual_seed(3);
+    Tiny m;
+    m->to(src, torch::kDouble);
+    auto opt = yolo::make_optimizer(name, yolo::split_param_groups(*m), 0.01, 0.9, 5e-4);
+    step(m, *opt);
+    yolo::Checkpoint c;
+    c.optimizer = yolo::optimizer_state(*opt, name);
+    for (const auto& kv : c.optimizer.toGenericDict().at("state").toGenericDict()) {
+      for (const auto& t : kv.value().toGenericDict()) {
+        if (t.value().isTensor()) {
+          EXPECT_TRUE(t.value().toTensor().is_cpu()) << t.key();
+        }
+      }
+    }
+    const std::string path = tmp("portable_" + name + ".pt");
+    yolo::save_checkpoint(c, path);
+    Tiny m2;  // float32 on the CPU
+    {
+      torch::NoGradGuard g;
+      for (const auto& kv : m2->named_parameters())
+        kv.value().copy_(m->named_parameters()[kv.key()]);
+    }
+    auto opt2 = yolo::make_optimizer(name, yolo::split_param_groups(*m2), 0.01, 0.9, 5e-4);
+    yolo::load_optimizer_state(*opt2, name, yolo::load_checkpoint(path).optimizer);
+    const yolo::Checkpoint back = [&] {
+      yolo::Checkpoint b;
+      b.optimizer = yolo::optimizer_state(*opt2, name);
+      return b;
+    }();
+    EXPECT_EQ(back.optimizer.toGenericDict().at("state").toGenericDict().size(),
+              c.optimizer.toGenericDict().at("state").toGenericDict().size());
+    step(m, *opt);
+    step(m2, *opt2);
+    const torch::Tensor a = m->conv->weight.to(torch::kCPU, torch::kFloat);
+    EXPECT_TRUE(torch::allclose(a, m2->conv->weight, 1e-5, 1e-6)) << name;
+    EXPECT_EQ(m2->conv->weight.scalar_type(), torch::kFloat);
+    fs::remove(path);
+  }
+}
+
 TEST(Checkpoint, BadFilesGiveClearErrors) {
   const std::string p = tmp("bad.pt");
   auto msg = [&] {
@@ -209,4 +263,29 @@ TEST(GradScaler, UnscalesSkipsInfAndAdaptsTheScale) {
     s.update();
   }
   EXPECT_EQ(s.current_scale(), 1024.0);  // grew after 2 clean steps
+}
+
+TEST(Autocast, ScopeTurnsAutocastOnForItsDeviceAndRestoresTheState) {
+  const torch::Tensor a = torch::rand({4, 4}), b = torch::rand({4, 4});
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
+  {
+    yolo::AutocastScope outer(true, torch::kCPU);
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    {
+      yolo::AutocastScope off(false, torch::kCPU);  // disabled: changes nothing
+      EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    }
+    { yolo::AutocastScope inner(true, torch::kCPU); }
+    EXPECT_TRUE(yolo::AutocastState::current().cpu) << "an inner scope turned the outer one off";
+  }
+  EXPECT_FALSE(yolo::AutocastState::current().cpu);
+  EXPECT_FALSE(yolo::AutocastState::current().cuda);
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
+}
+
+TEST(Autocast, CudaScopeGivesFloat16) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Tensor a = torch::rand({4, 4}, torch::kCUDA), b = torch::rand({4, 4}, torch::kCUDA);
+  yolo::AutocastScope scope(true);
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kHalf);
 }

@@ -2,7 +2,9 @@
 
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -46,6 +48,27 @@ c10::IValue pickle_load_bounded(const std::vector<char>& bytes) {
 
 }  // namespace
 
+std::vector<char> pickle_save_plain(const c10::IValue& value) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
+    const char* b = static_cast<const char*>(bytes);
+    archive.insert(archive.end(), b, b + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+  return archive;
+}
+
 std::string now_iso8601() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -73,7 +96,7 @@ void save_checkpoint(const Checkpoint& c, const std::string& path) {
   d.insert("opt", c.opt);
   d.insert("hyp", c.hyp);
   d.insert("date", c.date.empty() ? now_iso8601() : c.date);
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(d));
+  const std::vector<char> bytes = pickle_save_plain(c10::IValue(d));
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
 }
 

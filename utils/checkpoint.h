@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace yolo {
 
@@ -34,6 +35,12 @@ struct Checkpoint {
 // "checkpoint" or "weights file" for the messages, `hint` is appended to generic read errors.
 c10::IValue read_pickle_archive(const std::string& path, const std::string& kind,
                                 const std::string& hint = "");
+
+// torch::pickle_save without type tags: LibTorch marks typed dicts and lists with a call to
+// torch.jit._pickle.restore_type_tag, a global that Python's torch.load refuses by default since
+// PyTorch 2.6 (weights_only=True). Untagged, the zip holds only plain dicts, lists, strings,
+// numbers and tensors, which torch.load and read_pickle_archive both take as they are.
+std::vector<char> pickle_save_plain(const c10::IValue& value);
 
 void save_checkpoint(const Checkpoint& ckpt, const std::string& path);
 // Throws std::runtime_error naming the file when it is missing, not a checkpoint, or truncated.

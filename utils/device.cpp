@@ -80,7 +80,28 @@ DeviceSelection select_device(const std::string& spec, int batch_size) {
   sel.cuda_ids = ids;
   sel.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(ids[0]));
   sel.description = "CUDA:" + s;
+  sel.listed = !s.empty();
   return sel;
+}
+
+DeviceSelection rank_device(const DeviceSelection& sel, int local_rank, int local_world_size,
+                            int visible_gpus) {
+  const int available = sel.listed ? static_cast<int>(sel.cuda_ids.size()) : visible_gpus;
+  if (available <= local_rank || available < local_world_size) {
+    throw UsageError(
+        "insufficient CUDA devices for DDP command: " + std::to_string(local_world_size) +
+        " local ranks (LOCAL_RANK " + std::to_string(local_rank) + ") but " +
+        (sel.listed ? "--device lists " : "this machine has ") + std::to_string(available) +
+        " GPU(s); use --nproc_per_node <= " + std::to_string(available) +
+        (sel.listed ? " or list one GPU per local rank in --device" : ""));
+  }
+  const int id = sel.listed ? sel.cuda_ids[static_cast<size_t>(local_rank)] : local_rank;
+  DeviceSelection out;
+  out.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(id));
+  out.cuda_ids = {id};
+  out.description = "CUDA:" + std::to_string(id);
+  out.listed = sel.listed;
+  return out;
 }
 
 }  // namespace yolo

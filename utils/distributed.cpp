@@ -25,6 +25,7 @@
 #include <mutex>
 #include <thread>
 
+#include "utils/cuda_env.h"
 #include "utils/errors.h"
 
 namespace yolo {
@@ -172,8 +173,9 @@ class C10dGroup : public ProcessGroup {
     std::vector<at::Tensor> v{std::move(t)};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
+    PgImpl& pg = impl();
     try {
-      return std::make_unique<C10dWork>(pg_->allreduce(v, o), rank_, hb_);
+      return std::make_unique<C10dWork>(pg.allreduce(v, o), rank_, hb_);
     } catch (const std::exception& e) {
       collective_failed(rank_, "all-reduce", e, hb_.get());
     }
@@ -182,15 +184,17 @@ class C10dGroup : public ProcessGroup {
     std::vector<at::Tensor> v{std::move(t)};
     c10d::BroadcastOptions o;
     o.rootRank = root;
+    PgImpl& pg = impl();
     try {
-      pg_->broadcast(v, o)->wait();
+      pg.broadcast(v, o)->wait();
     } catch (const std::exception& e) {
       collective_failed(rank_, "broadcast", e, hb_.get());
     }
   }
   void barrier() override {
+    PgImpl& pg = impl();
     try {
-      pg_->barrier()->wait();
+      pg.barrier()->wait();
     } catch (const std::exception& e) {
       collective_failed(rank_, "barrier", e, hb_.get());
     }
@@ -211,8 +215,26 @@ class C10dGroup : public ProcessGroup {
     const std::vector<uint8_t> v = job_store_->get(key);
     return std::string(v.begin(), v.end());
   }
+  void shutdown() override {
+    if (!pg_) return;
+#if TORCH_VERSION_MAJOR >= 2
+    // 2.x's NCCL group warns at exit, and may abort, when destroyed without a shutdown.
+    try {
+      pg_->shutdown();
+    } catch (const std::exception&) {
+      // Exiting anyway: a peer that is already gone cannot be shut down cleanly.
+    }
+#endif
+    pg_.reset();
+  }
+  ~C10dGroup() override { shutdown(); }
 
  private:
+  PgImpl& impl() const {
+    if (!pg_) throw std::logic_error("a collective after the process group was shut down");
+    return *pg_;
+  }
+
   c10::intrusive_ptr<c10d::Store> store_, job_store_;
   c10::intrusive_ptr<PgImpl> pg_;
   std::shared_ptr<const Heartbeat> hb_;
@@ -277,7 +299,24 @@ DistEnv read_dist_env(int cli_local_rank) {
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::string& backend,
-                                                 std::chrono::milliseconds timeout) {
+                                                 std::chrono::milliseconds timeout,
+                                                 const c10::Device& device) {
+  if (backend != "gloo" && backend != "nccl") {
+    throw UsageError("--dist-backend must be nccl or gloo, not '" + backend + "'");
+  }
+  if (backend == "nccl") {
+    if (!nccl_compiled()) {
+      throw UsageError(
+          "--dist-backend nccl: this build has no NCCL (its LibTorch has no CUDA); rebuild with "
+          "the default LibTorch (scripts/setup.sh), or use --dist-backend gloo");
+    }
+    if (!device.is_cuda()) {
+      throw UsageError("--dist-backend nccl needs a CUDA device per rank; this rank runs on " +
+                       device.str() + " (use --dist-backend gloo, or --device with GPUs)");
+    }
+  }
+  // Before any collective: NCCL and the caching allocator work on the current device.
+  set_current_cuda_device(device);
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions so;
@@ -311,20 +350,21 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
                                   ? c10d::ProcessGroupGloo::createDefaultDevice()
                                   : c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
       pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
-    } else if (backend == "nccl") {
+    } else {
 #ifdef YOLO_WITH_NCCL
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
-      pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
-#else
-      throw UsageError(
-          "--dist-backend nccl: this build has no NCCL (LibTorch without CUDA); use gloo");
+      auto nccl =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
+#if TORCH_VERSION_MAJOR >= 2
+      // As init_process_group(device_id=...): one communicator, for this rank's device, made now
+      // so a broken NCCL set-up fails here rather than in the first all-reduce.
+      nccl->setBoundDeviceId(device);
+      nccl->eagerConnectSingleDevice(device);
 #endif
-    } else {
-      throw UsageError("--dist-backend must be nccl or gloo, not '" + backend + "'");
+      pg = nccl;
+#endif
     }
-  } catch (const UsageError&) {
-    throw;
   } catch (const std::exception& ex) {
     throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot create the " + backend +
                              " process group of " + std::to_string(env.world_size) + " ranks (" +

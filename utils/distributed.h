@@ -3,6 +3,7 @@
 // (c10d's Gloo on CPU, NCCL on CUDA) behind a small interface, so that only distributed.cpp sees
 // c10d's headers and their differences between LibTorch 1.13 and 2.x.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <chrono>
 #include <memory>
@@ -59,12 +60,19 @@ class ProcessGroup {
   // the per-attempt prefix); without an agent store they live as long as this group.
   virtual void job_store_set(const std::string& key, const std::string& value) = 0;
   virtual std::string job_store_get_or(const std::string& key, const std::string& fallback) = 0;
+  // Ends the group's work cleanly (NCCL's watchdog and communicators) before it is destroyed, as
+  // destroy_process_group(); later collectives fail. Called by the destructor too; never throws.
+  virtual void shutdown() = 0;
 };
 
 // Connects to the store and creates the group. `backend` is "gloo" or "nccl" (NCCL needs a build
-// with it and a CUDA device per rank). Throws with the address and what to check when it fails.
+// with it and a CUDA device per rank). `device` is this rank's: for NCCL it becomes the current
+// CUDA device first and the group is bound to it (communicators are made for it alone). Throws
+// UsageError when NCCL is asked of a build without it or of a CPU device, otherwise an error with
+// the address and what to check when the group cannot be made.
 std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::string& backend,
-                                                 std::chrono::milliseconds timeout);
+                                                 std::chrono::milliseconds timeout,
+                                                 const c10::Device& device = c10::Device("cpu"));
 
 // Broadcasts the tensors from `root`, flattened by dtype so a model's parameters or buffers take
 // one message each (DDP's initial sync and its broadcast_buffers).

@@ -1,19 +1,41 @@
 #include "utils/grad_scaler.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+
+#include "utils/torch_compat.h"
 
 namespace yolo {
 
-AutocastScope::AutocastScope(bool enabled)
-    : enabled_(enabled), previous_(at::autocast::is_enabled()) {
-  if (enabled_) at::autocast::set_enabled(true);
+AutocastState AutocastState::current() {
+  AutocastState s;
+  s.cuda = compat::autocast_enabled(c10::kCUDA);
+  s.cpu = compat::autocast_enabled(c10::kCPU);
+  s.cuda_dtype = compat::autocast_dtype(c10::kCUDA);
+  s.cpu_dtype = compat::autocast_dtype(c10::kCPU);
+  return s;
+}
+
+void AutocastState::apply() const {
+  compat::set_autocast_enabled(c10::kCUDA, cuda);
+  compat::set_autocast_enabled(c10::kCPU, cpu);
+  compat::set_autocast_dtype(c10::kCUDA, cuda_dtype);
+  compat::set_autocast_dtype(c10::kCPU, cpu_dtype);
+}
+
+AutocastScope::AutocastScope(bool enabled, c10::DeviceType device)
+    : enabled_(enabled), previous_(AutocastState::current()) {
+  if (!enabled_) return;
+  TORCH_CHECK(device == c10::kCUDA || device == c10::kCPU, "autocast on ", device,
+              " is not supported (CUDA or CPU)");
+  compat::set_autocast_dtype(device, device == c10::kCUDA ? at::kHalf : at::kBFloat16);
+  compat::set_autocast_enabled(device, true);
 }
 
 AutocastScope::~AutocastScope() {
   if (!enabled_) return;
-  at::autocast::set_enabled(previous_);
-  if (!previous_) at::autocast::clear_cache();  // the fp16 weight copies of this step
+  previous_.apply();
+  // The low-precision weight copies of this step, once no enclosing scope uses them.
+  if (!previous_.cuda && !previous_.cpu) at::autocast::clear_cache();
 }
 
 GradScaler::GradScaler(bool enabled, double init_scale, double growth_factor, double backoff_factor,

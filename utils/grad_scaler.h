@@ -1,22 +1,35 @@
 #pragma once
-// Mixed precision on CUDA (YOLOv5's amp=True): a scope that turns CUDA autocast on, and
-// torch.cuda.amp.GradScaler's dynamic loss scaling (LibTorch 1.13 has no C++ GradScaler).
+// Mixed precision (YOLOv5's amp=True on CUDA): a scope that turns autocast on, and
+// torch.cuda.amp.GradScaler's dynamic loss scaling (LibTorch has no C++ GradScaler).
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
 
 #include <vector>
 
 namespace yolo {
 
-// Autocast for the forward pass and the loss, as `with torch.cuda.amp.autocast(amp)`.
+// The calling thread's autocast settings (they are thread-local): what a worker thread copies to
+// run under its caller's autocast.
+struct AutocastState {
+  bool cuda = false, cpu = false;
+  at::ScalarType cuda_dtype = at::kHalf, cpu_dtype = at::kBFloat16;
+  static AutocastState current();
+  void apply() const;
+};
+
+// Autocast for the forward pass and the loss, as `with torch.autocast(device_type)`: float16 on
+// CUDA (torch.cuda.amp.autocast), bfloat16 on CPU. Restores the previous state when it ends, and
+// drops the cached low-precision weight copies when it ends the outermost scope.
 class AutocastScope {
  public:
-  explicit AutocastScope(bool enabled);
+  explicit AutocastScope(bool enabled, c10::DeviceType device = c10::kCUDA);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-  bool enabled_, previous_;
+  bool enabled_;
+  AutocastState previous_;
 };
 
 // GradScaler with PyTorch's defaults: scale 2^16, x2 after 2000 steps without inf/NaN gradients,

@@ -127,13 +127,15 @@ LossTargets ComputeLoss::build_targets(const std::vector<at::Tensor>& p,
 
 LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p,
                                    const at::Tensor& targets) const {
-  const auto opts = p[0].options();
+  // Float32 whatever the predictions' dtype: under autocast they are float16 (bfloat16 on CPU),
+  // whose sums over a batch lose the small terms and can overflow.
+  const auto opts = p[0].options().dtype(torch::kFloat);
   at::Tensor lcls = torch::zeros({1}, opts), lbox = torch::zeros({1}, opts),
              lobj = torch::zeros({1}, opts);
   const LossTargets tg = build_targets(p, targets);
   const double cp = 1.0 - 0.5 * g_.label_smoothing, cn = 0.5 * g_.label_smoothing;
   for (int i = 0; i < nl_; ++i) {
-    const at::Tensor& pi = p[i];
+    const at::Tensor pi = p[i].to(torch::kFloat);
     const auto& [b, a, gj, gi] = tg.indices[i];
     at::Tensor tobj = torch::zeros({pi.size(0), pi.size(1), pi.size(2), pi.size(3)}, opts);
     const int64_t n = b.size(0);
@@ -143,7 +145,7 @@ LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p,
       const at::Tensor pwh = (ps.slice(1, 2, 4).sigmoid() * 2).pow(2) * tg.anchors[i];
       const at::Tensor iou = bbox_ciou(torch::cat({pxy, pwh}, 1), tg.tbox[i]);
       lbox = lbox + (1.0 - iou).mean();
-      tobj.index_put_({b, a, gj, gi}, iou.detach().clamp_min(0).to(tobj.scalar_type()));
+      tobj.index_put_({b, a, gj, gi}, iou.detach().clamp_min(0));
       if (nc_ > 1) {
         const at::Tensor pcls = ps.slice(1, 5);
         at::Tensor t = torch::full_like(pcls, cn);

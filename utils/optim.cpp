@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "utils/torch_compat.h"
+
 namespace yolo {
 
 namespace {
@@ -12,9 +14,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string param_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
+using StateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+StateKey param_key(const torch::Tensor& p) { return compat::optimizer_state_key<StateKey>(p); }
 }  // namespace
 
 ParamGroups split_param_groups(const torch::nn::Module& model) {
@@ -124,12 +125,13 @@ c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::strin
         c10::impl::GenericDict ps(c10::StringType::get(), c10::AnyType::get());
         if (name == "SGD") {
           auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
-          if (s.momentum_buffer().defined()) ps.insert("momentum_buffer", s.momentum_buffer());
+          if (s.momentum_buffer().defined())
+            ps.insert("momentum_buffer", s.momentum_buffer().cpu());
         } else {
           auto put = [&](const auto& s) {
             ps.insert("step", s.step());
-            ps.insert("exp_avg", s.exp_avg());
-            ps.insert("exp_avg_sq", s.exp_avg_sq());
+            ps.insert("exp_avg", s.exp_avg().cpu());
+            ps.insert("exp_avg_sq", s.exp_avg_sq().cpu());
           };
           if (name == "Adam") {
             put(static_cast<const torch::optim::AdamParamState&>(*it->second));

@@ -40,9 +40,12 @@ std::function<double(double)> lr_lambda(bool cos_lr, int epochs, double lrf);
 // numpy.interp(x, [x0, x1], [y0, y1]) clamped at the ends.
 double interp2(double x, double x0, double x1, double y0, double y1);
 
-// {"state": {index: {...tensors...}}, "param_groups": [{"lr", "momentum", "params", ...}]}
+// {"state": {index: {...tensors...}}, "param_groups": [{"lr", "momentum", "params", ...}]}, its
+// tensors on the CPU whatever device the parameters are on, so a checkpoint written on a GPU
+// resumes on a machine without one.
 c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::string& name);
-// Restores what optimizer_state wrote into an optimizer built the same way; throws on mismatch.
+// Restores what optimizer_state wrote into an optimizer built the same way, moving each tensor to
+// its parameter's device and dtype; throws on mismatch.
 void load_optimizer_state(torch::optim::Optimizer& opt, const std::string& name,
                           const c10::IValue& state);
 

@@ -182,7 +182,11 @@ cxxopts::Options make_cli() {
       "nproc-per-node",
       "start N DDP worker processes of train on this machine (N >= 2, or 'auto': one per GPU, "
       "2 on CPU); no torchrun needed",
-      cxxopts::value<std::string>())("h,help", "show this help and exit");
+      cxxopts::value<std::string>())(
+      "deterministic",
+      "deterministic training: cuDNN autotuning off, deterministic algorithms where they exist")(
+      "version", "print the versions of LibTorch, CUDA, cuDNN, NCCL and the GPUs seen, and exit")(
+      "h,help", "show this help and exit");
   return o;
 }
 
@@ -240,6 +244,10 @@ ParsedTrainArgs parse_train_args(int argc, const char* const* argv, bool reject_
       out.help_text = cli.help();
       return out;
     }
+    if (r.count("version")) {
+      out.version = true;
+      return out;
+    }
     if (!r.unmatched().empty()) {
       throw UsageError("unexpected argument '" + r.unmatched()[0] + "' (see train --help)");
     }
@@ -275,6 +283,7 @@ ParsedTrainArgs parse_train_args(int argc, const char* const* argv, bool reject_
     o.exist_ok = r["exist-ok"].as<bool>();
     o.quad = r["quad"].as<bool>();
     o.cos_lr = r["cos-lr"].as<bool>();
+    o.deterministic = r["deterministic"].as<bool>();
     o.label_smoothing = to_double(r, "label-smoothing");
     o.patience = to_int(r, "patience");
     o.freeze.clear();
@@ -423,6 +432,7 @@ YAML::Node options_to_yaml(const Options& o) {
   n["freeze"] = o.freeze;
   n["save_period"] = o.save_period;
   n["seed"] = o.seed;
+  n["deterministic"] = o.deterministic;
   n["local_rank"] = o.local_rank;
   n["dist_backend"] = o.dist_backend;
   n["dist_timeout"] = o.dist_timeout;
@@ -488,6 +498,7 @@ Options options_from_yaml(const YAML::Node& n, const std::string& ctx) {
   read_key(n, "freeze", o.freeze, ctx);
   read_key(n, "save_period", o.save_period, ctx);
   read_key(n, "seed", o.seed, ctx);
+  read_key(n, "deterministic", o.deterministic, ctx);
   read_key(n, "local_rank", o.local_rank, ctx);
   read_key(n, "dist_backend", o.dist_backend, ctx);
   read_key(n, "dist_timeout", o.dist_timeout, ctx);

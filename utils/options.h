@@ -48,6 +48,7 @@ struct Options {
   std::vector<int> freeze{0};
   int save_period = -1;
   int seed = 0;
+  bool deterministic = false;  // deterministic cuDNN/algorithms instead of cuDNN autotuning
   int local_rank = -1;
   std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
   int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise
@@ -65,6 +66,7 @@ struct Options {
 struct ParsedTrainArgs {
   Options opt;
   bool help = false;
+  bool version = false;  // --version: print version_report() and exit 0
   std::string help_text;
 };
 

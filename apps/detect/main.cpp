@@ -4,6 +4,7 @@
 
 #include "apps/detect/predictor.h"
 #include "utils/app_main.h"
+#include "utils/cuda_env.h"
 #include "utils/errors.h"
 #include "utils/options.h"
 
@@ -33,10 +34,16 @@ int run(int argc, char** argv) {
       "name", "save results to project/name", cxxopts::value<std::string>()->default_value("exp"))(
       "exist-ok", "existing project/name ok, do not increment")(
       "line-thickness", "bounding box thickness (pixels)",
-      cxxopts::value<int>()->default_value("3"))("h,help", "show this help and exit");
+      cxxopts::value<int>()->default_value("3"))(
+      "version", "print the versions of LibTorch, CUDA, cuDNN, NCCL and the GPUs seen, and exit")(
+      "h,help", "show this help and exit");
   const cxxopts::ParseResult r = yolo::parse_app_args(cli, argc, argv, "detect");
   if (r.count("help")) {
     std::cout << cli.help();
+    return 0;
+  }
+  if (r.count("version")) {
+    std::cout << yolo::version_report();
     return 0;
   }
   yolo::DetectConfig c;

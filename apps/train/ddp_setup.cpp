@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "utils/cuda_env.h"
 #include "utils/errors.h"
 #include "utils/log.h"
 
@@ -59,6 +60,7 @@ DistContext start_distributed(const Options& opt, DeviceSelection& dev) {
   const DistEnv env = read_dist_env(opt.local_rank);
   if (!env.distributed()) {
     dev = select_device(opt.device, opt.batch_size);
+    set_current_cuda_device(dev.device);  // --device 1: kernels and allocations go to cuda:1
     return {};
   }
   const std::string msg = "is not compatible with YOLOv5 Multi-GPU DDP training";
@@ -70,30 +72,20 @@ DistContext start_distributed(const Options& opt, DeviceSelection& dev) {
   }
   dev = select_device(opt.device);
   if (dev.device.is_cuda()) {
-    const int n = static_cast<int>(torch::cuda::device_count());
-    if (n <= env.local_rank) {
-      throw UsageError("insufficient CUDA devices for DDP command: LOCAL_RANK " +
-                       std::to_string(env.local_rank) + " needs cuda:" +
-                       std::to_string(env.local_rank) + " but " + std::to_string(n) +
-                       " are visible; use --nproc_per_node <= " + std::to_string(n));
-    }
-    dev.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-    dev.description = "CUDA:" + std::to_string(env.local_rank);
+    dev = rank_device(dev, env.local_rank, env.local_world_size,
+                      static_cast<int>(torch::cuda::device_count()));
   } else if (const char* t = std::getenv("OMP_NUM_THREADS"); t && std::atoi(t) > 0) {
     torch::set_num_threads(std::atoi(t));  // torchrun's default is 1 thread per rank
   }
-  const std::string backend =
-      !opt.dist_backend.empty() ? opt.dist_backend : (dev.device.is_cuda() ? "nccl" : "gloo");
-  if (backend == "nccl" && !dev.device.is_cuda()) {
-    throw UsageError("--dist-backend nccl needs CUDA devices; this rank runs on " +
-                     dev.description + " (use gloo)");
-  }
+  const std::string backend = !opt.dist_backend.empty()
+                                  ? opt.dist_backend
+                                  : (dev.device.is_cuda() && nccl_compiled() ? "nccl" : "gloo");
   // Gloo: 60 s (YOLOv5 #3680); NCCL: c10d's default of 30 minutes.
   const int timeout_s = opt.dist_timeout > 0 ? opt.dist_timeout : (backend == "gloo" ? 60 : 1800);
   // Only rank 0 (global RANK, also in multi-node) logs; the others print errors only.
   set_log_enabled(env.rank == 0);
   set_log_tag("[rank" + std::to_string(env.rank) + "] ");
-  auto pg = init_process_group(env, backend, std::chrono::seconds(timeout_s));
+  auto pg = init_process_group(env, backend, std::chrono::seconds(timeout_s), dev.device);
   log_info("DDP: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
            " (" + backend + ", timeout " + std::to_string(timeout_s) + " s, " +
            std::to_string(opt.batch_size / env.world_size) + " images per rank)");

@@ -45,8 +45,9 @@ constexpr int kRank0WorkTimeoutSeconds = 3 * 3600;
 
 // Reads the launcher's environment. Single process: selects opt.device. DDP: YOLOv5's checks
 // (--batch-size divisible by WORLD_SIZE, no --image-weights / --evolve, enough CUDA devices),
-// device cuda:LOCAL_RANK or CPU (threads from OMP_NUM_THREADS), then the process group (NCCL on
-// CUDA, Gloo on CPU, or --dist-backend) with --dist-timeout. Throws UsageError on bad flags.
+// device rank_device() (the LOCAL_RANK-th GPU of --device, or cuda:LOCAL_RANK) or CPU (threads
+// from OMP_NUM_THREADS), then the process group on that device (NCCL on CUDA when compiled in,
+// Gloo otherwise, or --dist-backend) with --dist-timeout. Throws UsageError on bad flags.
 DistContext start_distributed(const Options& opt, DeviceSelection& dev);
 
 }  // namespace yolo

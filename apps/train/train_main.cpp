@@ -9,6 +9,7 @@
 #include "apps/train/evolve.h"
 #include "apps/train/launcher.h"
 #include "apps/train/trainer.h"
+#include "utils/cuda_env.h"
 #include "utils/distributed.h"
 #include "utils/errors.h"
 #include "utils/options.h"
@@ -48,6 +49,10 @@ int train_main(int argc, char** argv) {
   const ParsedTrainArgs args = parse_train_args(argc, argv);
   if (args.help) {
     std::cout << args.help_text;
+    return 0;
+  }
+  if (args.version) {
+    std::cout << version_report();
     return 0;
   }
   if (args.opt.nproc_per_node != 0) return run_launcher(args.opt, argc, argv);

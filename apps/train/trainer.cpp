@@ -25,6 +25,7 @@
 #include "models/yolo.h"
 #include "utils/autoanchor.h"
 #include "utils/checkpoint.h"
+#include "utils/cuda_env.h"
 #include "utils/device.h"
 #include "utils/distributed.h"
 #include "utils/ema.h"
@@ -126,11 +127,12 @@ void append_results_csv(const std::string& path, int epoch, const std::vector<do
   if (!f.flush()) throw std::runtime_error(path + ": write failed (disk full?)");
 }
 
-std::string progress_line(int epoch, int epochs, const at::Tensor& mloss, int64_t instances,
-                          int64_t size) {
-  char buf[256];
+std::string progress_line(int epoch, int epochs, double gpu_mem_gb, const at::Tensor& mloss,
+                          int64_t instances, int64_t size) {
+  char buf[256], mem[32];
+  std::snprintf(mem, sizeof(mem), "%.3gG", gpu_mem_gb);  // YOLOv5: f'{reserved / 1E9:.3g}G'
   std::snprintf(buf, sizeof(buf), "%11s%11s%11.4g%11.4g%11.4g%11lld%11lld",
-                (std::to_string(epoch) + "/" + std::to_string(epochs - 1)).c_str(), "0G",
+                (std::to_string(epoch) + "/" + std::to_string(epochs - 1)).c_str(), mem,
                 mloss[0].item<double>(), mloss[1].item<double>(), mloss[2].item<double>(),
                 static_cast<long long>(instances), static_cast<long long>(size));
   return buf;
@@ -241,6 +243,7 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   }
   // YOLOv5's init_seeds(seed + 1 + RANK); DDP then copies rank 0's weights to every rank.
   torch::manual_seed(opt.seed + 1 + std::max(dist.rank(), 0));
+  configure_cudnn(opt.deterministic);
 
   // Hyperparameters and run dir.
   Hyp hyp = load_hyp(opt.hyp);
@@ -611,7 +614,8 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
         t_opt += seconds_since(t3);
       }
       mloss = (mloss * i + lr.items.cpu()) / (i + 1);
-      line = progress_line(epoch, opt.epochs, mloss, targets.size(0), imgs.size(3));
+      line = progress_line(epoch, opt.epochs, cuda_memory_reserved_gb(device), mloss,
+                           targets.size(0), imgs.size(3));
       if (tty && log_enabled()) {
         std::printf("\r%s %lld/%lld", line.c_str(), static_cast<long long>(i + 1),
                     static_cast<long long>(nb));

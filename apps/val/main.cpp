@@ -9,6 +9,7 @@
 #include "data/dataset.h"
 #include "data/dataset_config.h"
 #include "utils/app_main.h"
+#include "utils/cuda_env.h"
 #include "utils/device.h"
 #include "utils/errors.h"
 #include "utils/log.h"
@@ -40,10 +41,16 @@ int run(int argc, char** argv) {
       "project", "save to project/name", cxxopts::value<std::string>()->default_value("runs/val"))(
       "name", "save to project/name", cxxopts::value<std::string>()->default_value("exp"))(
       "exist-ok", "existing project/name ok, do not increment")("verbose", "report mAP by class")(
-      "noplots", "save no plot files")("h,help", "show this help and exit");
+      "noplots", "save no plot files")(
+      "version", "print the versions of LibTorch, CUDA, cuDNN, NCCL and the GPUs seen, and exit")(
+      "h,help", "show this help and exit");
   const cxxopts::ParseResult r = yolo::parse_app_args(cli, argc, argv, "val");
   if (r.count("help")) {
     std::cout << cli.help();
+    return 0;
+  }
+  if (r.count("version")) {
+    std::cout << yolo::version_report();
     return 0;
   }
   const std::string task = r["task"].as<std::string>();

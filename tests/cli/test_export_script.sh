@@ -3,7 +3,7 @@
 # into a plain dict of tensors. Skipped (exit 77) without Python's torch.
 set -euo pipefail
 ROOT=${1:?usage: test_export_script.sh SOURCE_ROOT}
-PY=/usr/bin/python3
+PY=${YOLO_PYTHON:-/usr/bin/python3}
 "$PY" -c 'import torch' 2>/dev/null || { echo "skip: no python3 torch"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

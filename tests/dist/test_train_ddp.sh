@@ -148,6 +148,8 @@ case "$MODE" in
     expect2 "must be multiple of WORLD_SIZE" --epochs 1 --batch-size 15
     expect2 "--image-weights is not compatible with YOLOv5 Multi-GPU DDP" --epochs 1 --image-weights
     expect2 "evolve" --epochs 1 --evolve 2
+    # NCCL only where it can work: on CPU ranks it is refused before any connection, with the fix.
+    expect2 "use --dist-backend gloo" --epochs 1 --device cpu --dist-backend nccl
     # Every rank's error reaches torchrun's summary through TORCHELASTIC_ERROR_FILE.
     unset LOCAL_RANK RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
     status=0

@@ -22,7 +22,7 @@ case "$MODE" in
   torchrun)
     TORCHRUN=${TORCHRUN:-$(command -v torchrun || true)}
     [[ -n "$TORCHRUN" ]] || { echo "torchrun not found: skipping"; exit 77; }
-    /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "no Python torch: skipping"; exit 77; }
+    "${YOLO_PYTHON:-/usr/bin/python3}" -c 'import torch' 2>/dev/null || { echo "no Python torch: skipping"; exit 77; }
     "$BIN/train" --nproc-per-node 2 "${TRAIN_ARGS[@]}" --epochs 1 --name launcher >"$tmp/log" 2>&1 ||
       fail "launcher run exited $?"
     grep -q "DDP: rank 0 of 2" "$tmp/log" || fail "not a 2-rank run"
@@ -32,7 +32,7 @@ case "$MODE" in
       --master_addr=127.0.0.1 --master_port="$port" \
       "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 1 --name torchrun >"$tmp/log" 2>&1 ||
       fail "torchrun run exited $?"
-    /usr/bin/python3 - "$tmp/runs/launcher/weights/last.pt" "$tmp/runs/torchrun/weights/last.pt" <<'PY' ||
+    "${YOLO_PYTHON:-/usr/bin/python3}" - "$tmp/runs/launcher/weights/last.pt" "$tmp/runs/torchrun/weights/last.pt" <<'PY' ||
 import sys, torch
 a, b = (torch.load(p)["model"] for p in sys.argv[1:3])
 assert a.keys() == b.keys(), "different state_dict keys"
