@@ -114,3 +114,16 @@ TEST(Device, VersionReportNamesEveryComponent) {
             std::string::npos)
       << r;
 }
+
+// Gloo can run several ranks on one GPU (NCCL cannot): ranks then take the GPUs in turn.
+TEST(Device, GlooRanksShareGpusInTurn) {
+  yolo::DeviceSelection one;
+  one.cuda_ids = {0};
+  EXPECT_EQ(yolo::rank_device(one, 1, 2, 1, /*share=*/true).device, c10::Device(c10::kCUDA, 0));
+  yolo::DeviceSelection listed;
+  listed.cuda_ids = {2, 3};
+  listed.listed = true;
+  EXPECT_EQ(yolo::rank_device(listed, 2, 4, 8, true).device, c10::Device(c10::kCUDA, 2));
+  EXPECT_EQ(yolo::rank_device(listed, 3, 4, 8, true).device, c10::Device(c10::kCUDA, 3));
+  EXPECT_THROW(yolo::rank_device(listed, 2, 4, 8, false), yolo::UsageError);
+}

@@ -1,12 +1,14 @@
 // SyncBatchNorm's numerics on one process: with a mirror group (a second rank holding the same
 // batch) the global statistics are the local ones, so it must equal BatchNorm2d on this batch.
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <memory>
 
 #include "models/sync_batchnorm.h"
 #include "tests/mirror_group.h"
+#include "utils/grad_scaler.h"
 
 namespace {
 
@@ -38,22 +40,35 @@ double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
 }
 
-}  // namespace
-
 // float16 activations above 256 square past float16's range (65504): the statistics must be
-// taken in a wider type or the variance is inf and the output NaN.
-TEST(SyncBatchNorm, Float16ActivationsAbove300StayFiniteAndMatchBatchNorm) {
+// taken in a wider type or the variance is inf and the output NaN. On CUDA the input comes from a
+// convolution under autocast, as in training with AMP.
+void expect_float16_matches_batchnorm(const torch::Device& device) {
   Pair p = make_pair(4);
+  p.bn->to(device);
+  p.sync->to(device);
   torch::manual_seed(1);
-  const torch::Tensor x32 = torch::rand({2, 4, 6, 6}) * 700 + 300;  // 300 .. 1000
-  const torch::Tensor x16 = x32.to(torch::kHalf).requires_grad_();
+  const torch::Tensor x32 = (torch::rand({2, 4, 6, 6}) * 700 + 300).to(device);  // 300 .. 1000
+  torch::Tensor x16;
+  {
+    yolo::AutocastScope autocast(device.is_cuda(), device.type());
+    // An identity 1x1 convolution: under CUDA autocast its output is float16.
+    const torch::Tensor eye = torch::eye(4, x32.options()).view({4, 4, 1, 1});
+    x16 = device.is_cuda() ? torch::conv2d(x32, eye) : x32.to(torch::kHalf);
+  }
+  x16 = x16.detach().requires_grad_();
+  ASSERT_EQ(x16.scalar_type(), torch::kHalf);
   const torch::Tensor xr = x16.detach().to(torch::kFloat).requires_grad_();
-  const torch::Tensor y = p.sync->forward(x16);
+  torch::Tensor y;
+  {
+    yolo::AutocastScope autocast(device.is_cuda(), device.type());
+    y = p.sync->forward(x16);
+  }
   const torch::Tensor ref = p.bn->forward(xr);
   ASSERT_EQ(y.scalar_type(), torch::kHalf);
   ASSERT_TRUE(torch::isfinite(y).all().item<bool>()) << "non-finite output";
   EXPECT_LT(max_diff(y, ref), 1e-2);  // float16 output rounding (|y| < 3)
-  const torch::Tensor w = torch::randn(ref.sizes());
+  const torch::Tensor w = torch::randn(ref.sizes()).to(device);
   (y.to(torch::kFloat) * w).sum().backward();
   (ref * w).sum().backward();
   ASSERT_TRUE(torch::isfinite(x16.grad()).all().item<bool>());
@@ -64,6 +79,17 @@ TEST(SyncBatchNorm, Float16ActivationsAbove300StayFiniteAndMatchBatchNorm) {
   const torch::Tensor var = xr.detach().to(torch::kDouble).var({0, 2, 3}, /*unbiased=*/false);
   const torch::Tensor want = 0.9 + 0.1 * var * n / (n - 1);
   EXPECT_LT(max_diff(p.sync->running_var, want), 1e-6 * want.max().item<double>());
+}
+
+}  // namespace
+
+TEST(SyncBatchNorm, Float16ActivationsAbove300StayFiniteAndMatchBatchNorm) {
+  expect_float16_matches_batchnorm(torch::kCPU);
+}
+
+TEST(SyncBatchNorm, CudaUnderAutocastMatchesBatchNorm) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  expect_float16_matches_batchnorm(torch::Device(torch::kCUDA, 0));
 }
 
 // bfloat16 (CPU autocast's type) keeps BatchNorm's dtype contract: output in the input's type,

@@ -295,3 +295,16 @@ TEST_F(TrainTest, RunDirsIncrementAndOptionsAreSaved) {
   EXPECT_EQ(saved.epochs, 1);
   EXPECT_TRUE(saved.noval);
 }
+
+TEST(Train, OutOfMemoryMessageNamesTheBatchAndWhatToLower) {
+  yolo::Options o;
+  o.batch_size = 512;
+  o.imgsz = 1280;
+  const std::string m = yolo::out_of_memory_message(
+      o, 2, "CUDA out of memory. Tried to allocate 20.00 GiB\nmore detail");
+  for (const char* s : {"--batch-size 512", "256 images per GPU", "--imgsz 1280",
+                        "--batch-size 256)", "last.pt", "Tried to allocate 20.00 GiB"}) {
+    EXPECT_NE(m.find(s), std::string::npos) << s << " not in: " << m;
+  }
+  EXPECT_EQ(m.find("more detail"), std::string::npos) << m;
+}

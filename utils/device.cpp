@@ -85,17 +85,19 @@ DeviceSelection select_device(const std::string& spec, int batch_size) {
 }
 
 DeviceSelection rank_device(const DeviceSelection& sel, int local_rank, int local_world_size,
-                            int visible_gpus) {
+                            int visible_gpus, bool share) {
   const int available = sel.listed ? static_cast<int>(sel.cuda_ids.size()) : visible_gpus;
-  if (available <= local_rank || available < local_world_size) {
+  if (available < 1 || (!share && (available <= local_rank || available < local_world_size))) {
     throw UsageError(
         "insufficient CUDA devices for DDP command: " + std::to_string(local_world_size) +
         " local ranks (LOCAL_RANK " + std::to_string(local_rank) + ") but " +
         (sel.listed ? "--device lists " : "this machine has ") + std::to_string(available) +
         " GPU(s); use --nproc_per_node <= " + std::to_string(available) +
-        (sel.listed ? " or list one GPU per local rank in --device" : ""));
+        (sel.listed ? ", list one GPU per local rank in --device," : "") +
+        " or --dist-backend gloo to let ranks share GPUs");
   }
-  const int id = sel.listed ? sel.cuda_ids[static_cast<size_t>(local_rank)] : local_rank;
+  const int slot = local_rank % available;
+  const int id = sel.listed ? sel.cuda_ids[static_cast<size_t>(slot)] : slot;
   DeviceSelection out;
   out.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(id));
   out.cuda_ids = {id};

@@ -21,10 +21,11 @@ DeviceSelection select_device(const std::string& spec, int batch_size = 0);
 
 // The GPU of one DDP rank: the `local_rank`-th GPU listed in --device (`--device 2,3`: local rank
 // 1 trains on cuda:3, as YOLOv5's CUDA_VISIBLE_DEVICES=2,3 does), or cuda:LOCAL_RANK when none were
-// listed. `visible_gpus` is torch::cuda::device_count(). Throws UsageError ("insufficient CUDA
-// devices for DDP command") when there are fewer GPUs than local ranks.
+// listed. `visible_gpus` is torch::cuda::device_count(). With fewer GPUs than local ranks it
+// throws UsageError ("insufficient CUDA devices for DDP command"), unless `share` (Gloo, which
+// can): then local rank i takes GPU i mod the number of GPUs. NCCL needs a GPU per rank.
 DeviceSelection rank_device(const DeviceSelection& sel, int local_rank, int local_world_size,
-                            int visible_gpus);
+                            int visible_gpus, bool share = false);
 
 // Parses "0,1" into {0, 1}; "" gives {}. Throws UsageError on anything else.
 std::vector<int> parse_device_ids(const std::string& spec);

@@ -71,20 +71,28 @@ DistContext start_distributed(const Options& opt, DeviceSelection& dev) {
                      " must be multiple of WORLD_SIZE (" + std::to_string(env.world_size) + ")");
   }
   dev = select_device(opt.device);
-  if (dev.device.is_cuda()) {
-    dev = rank_device(dev, env.local_rank, env.local_world_size,
-                      static_cast<int>(torch::cuda::device_count()));
-  } else if (const char* t = std::getenv("OMP_NUM_THREADS"); t && std::atoi(t) > 0) {
-    torch::set_num_threads(std::atoi(t));  // torchrun's default is 1 thread per rank
-  }
   const std::string backend = !opt.dist_backend.empty()
                                   ? opt.dist_backend
                                   : (dev.device.is_cuda() && nccl_compiled() ? "nccl" : "gloo");
+  int shared_gpus = 0;  // > 0: fewer GPUs than local ranks, shared over Gloo
+  if (dev.device.is_cuda()) {
+    const int gpus = static_cast<int>(torch::cuda::device_count());
+    const int pool = dev.listed ? static_cast<int>(dev.cuda_ids.size()) : gpus;
+    if (pool < env.local_world_size) shared_gpus = pool;
+    dev = rank_device(dev, env.local_rank, env.local_world_size, gpus, backend == "gloo");
+  } else if (const char* t = std::getenv("OMP_NUM_THREADS"); t && std::atoi(t) > 0) {
+    torch::set_num_threads(std::atoi(t));  // torchrun's default is 1 thread per rank
+  }
   // Gloo: 60 s (YOLOv5 #3680); NCCL: c10d's default of 30 minutes.
   const int timeout_s = opt.dist_timeout > 0 ? opt.dist_timeout : (backend == "gloo" ? 60 : 1800);
   // Only rank 0 (global RANK, also in multi-node) logs; the others print errors only.
   set_log_enabled(env.rank == 0);
   set_log_tag("[rank" + std::to_string(env.rank) + "] ");
+  if (shared_gpus > 0) {
+    log_warn("DDP: " + std::to_string(env.local_world_size) + " ranks share " +
+             std::to_string(shared_gpus) +
+             " GPU(s) over Gloo; one GPU per rank with NCCL is faster");
+  }
   auto pg = init_process_group(env, backend, std::chrono::seconds(timeout_s), dev.device);
   log_info("DDP: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
            " (" + backend + ", timeout " + std::to_string(timeout_s) + " s, " +

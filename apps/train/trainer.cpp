@@ -215,7 +215,19 @@ std::string latest_run(const std::string& search_dir) {
   return best.string();
 }
 
-TrainSummary train(Options opt, const TrainHooks& hooks) {
+std::string out_of_memory_message(const Options& opt, int world_size, const std::string& what) {
+  const int per_gpu = opt.batch_size / std::max(world_size, 1);
+  return "CUDA out of memory training with --batch-size " + std::to_string(opt.batch_size) + " (" +
+         std::to_string(per_gpu) + " images per GPU) at --imgsz " + std::to_string(opt.imgsz) +
+         ": lower --batch-size (e.g. --batch-size " +
+         std::to_string(std::max(opt.batch_size / 2, 1)) +
+         ") or --imgsz, or use a smaller --cfg; weights/last.pt, if any, is unchanged (" +
+         what.substr(0, what.find('\n')) + ")";
+}
+
+namespace {
+// train()'s body; `opt` becomes the options in force (a --resume's own), for the error message.
+TrainSummary run_training(Options& opt, const TrainHooks& hooks) {
   g_stop.store(false);
   if (opt.resume) opt = resume_options(opt);
   resolve_option_files(opt);
@@ -732,6 +744,17 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
   summary.best_fitness = best_fitness;
   log_info("Results saved to " + opt.save_dir);
   return summary;
+}
+}  // namespace
+
+TrainSummary train(Options opt, const TrainHooks& hooks) {
+  try {
+    return run_training(opt, hooks);
+  } catch (const c10::OutOfMemoryError& e) {
+    // Checkpoints are written whole or not at all, so the last good last.pt stays as it was.
+    throw std::runtime_error(out_of_memory_message(opt, read_dist_env(opt.local_rank).world_size,
+                                                   e.what_without_backtrace()));
+  }
 }
 
 }  // namespace yolo

@@ -40,6 +40,11 @@ std::string latest_run(const std::string& search_dir = "runs");
 
 // Runs the whole training, or continues one with opt.resume; throws on errors (UsageError for
 // bad flags/values).
+// Running out of GPU memory is reported with out_of_memory_message().
 TrainSummary train(Options opt, const TrainHooks& hooks = {});
+
+// What a CUDA out-of-memory error tells the user: the batch size and image size in force, the
+// images per GPU, what to lower, and LibTorch's first line (`what`).
+std::string out_of_memory_message(const Options& opt, int world_size, const std::string& what);
 
 }  // namespace yolo
