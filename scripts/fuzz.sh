@@ -17,6 +17,8 @@ if ! command -v clang++ >/dev/null; then
   echo "fuzz: installing clang"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang >/dev/null
 fi
+# The fuzzed code needs no GPU: it builds against Debian's CPU LibTorch, which plain CMake finds.
+bash scripts/setup.sh --torch system --no-build
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   GEN=()
