@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 #ifdef YOLO_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -111,11 +112,9 @@ std::string version_report() {
 #endif
   s << "Gloo: compiled in\n";
   const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  s << "GPUs: " << gpus
-    << (gpus              ? ""
-        : cuda_compiled() ? " (no CUDA device or driver)"
-                          : "")
-    << "\n";
+  s << "GPUs: " << gpus;
+  if (gpus == 0 && cuda_compiled()) s << " (no CUDA device or driver)";
+  s << "\n";
 #ifdef YOLO_WITH_CUDA
   for (int i = 0; i < gpus; ++i) {
     cudaDeviceProp p{};
