@@ -32,7 +32,7 @@ struct AugmentHyp {
   // Throws std::runtime_error "context:line: key 'x' ..." on a non-number or an out-of-range value
   // (probabilities and gains must be in 0..1, the rest >= 0).
   static AugmentHyp from_yaml(const YAML::Node& node, const std::string& context);
-  // The same from a name -> value map (e.g. utils/hyp.h's Hyp::values).
+  // The same from a name -> value map (the trainer's hyperparameters by name).
   static AugmentHyp from_map(const std::map<std::string, double>& values,
                              const std::string& context);
   // Every augmentation off (for tests and validation).

@@ -13,8 +13,8 @@
 #include "data/file_lists.h"
 #include "data/image_io.h"
 #include "data/label_cache.h"
-#include "utils/errors.h"
-#include "utils/log.h"
+#include "utils/core/errors.h"
+#include "utils/core/log.h"
 
 namespace fs = std::filesystem;
 

@@ -8,9 +8,9 @@
 
 #include "data/download.h"
 #include "data/shapes_dataset.h"
-#include "utils/log.h"
-#include "utils/paths.h"
-#include "utils/yaml_io.h"
+#include "utils/core/log.h"
+#include "utils/core/paths.h"
+#include "utils/core/yaml_io.h"
 
 namespace fs = std::filesystem;
 

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "utils/log.h"
+#include "utils/core/log.h"
 
 extern char** environ;
 

@@ -6,7 +6,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <stdexcept>
 
-#include "utils/fs_atomic.h"
+#include "utils/core/fs_atomic.h"
 
 namespace yolo {
 

@@ -14,8 +14,8 @@
 
 #include "data/file_lists.h"
 #include "data/verify.h"
-#include "utils/fs_atomic.h"
-#include "utils/log.h"
+#include "utils/core/fs_atomic.h"
+#include "utils/core/log.h"
 
 namespace yolo {
 namespace {

@@ -11,7 +11,7 @@
 #include <opencv2/imgproc.hpp>
 #include <thread>
 
-#include "utils/log.h"
+#include "utils/core/log.h"
 
 namespace yolo {
 namespace {

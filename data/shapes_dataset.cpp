@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "utils/log.h"
+#include "utils/core/log.h"
 
 namespace fs = std::filesystem;
 

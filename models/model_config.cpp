@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "utils/yaml_io.h"
+#include "utils/core/yaml_io.h"
 
 namespace yolo {
 

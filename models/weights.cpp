@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "utils/checkpoint.h"
-#include "utils/fs_atomic.h"
-#include "utils/log.h"
+#include "utils/core/checkpoint.h"
+#include "utils/core/fs_atomic.h"
+#include "utils/core/log.h"
 
 namespace yolo {
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "models/common.h"
-#include "utils/log.h"
+#include "utils/core/log.h"
 
 namespace yolo {
 
@@ -79,6 +79,165 @@ int64_t count_params(const torch::nn::Module& m) {
   return n;
 }
 
+using RunFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+
+// What parsing one layer of the YAML produced.
+struct ParsedLayer {
+  std::vector<int> from;     // absolute indices; -1 = model input
+  std::vector<int> from_ch;  // their channel counts
+  RunFn run;
+  std::shared_ptr<torch::nn::Module> mod;
+  Detect detect{nullptr};
+  int c2 = 0;  // output channels
+  std::vector<std::string> shown_args;
+
+  int single_input(const ArgReader& a, const std::string& module) const {
+    if (from.size() != 1)
+      throw std::runtime_error(a.where() + ": " + module + " takes exactly one input");
+    return from_ch[0];
+  }
+  template <typename Holder>
+  void use(const Holder& m) {  // a module that runs on the layer's one input
+    mod = m.ptr();
+    run = [ptr = m.ptr()](const std::vector<torch::Tensor>& x) { return ptr->forward(x[0]); };
+  }
+};
+
+// Scaling and class counts that every layer's arguments are read with.
+struct ModelScale {
+  int nc, no;
+  double gw;
+};
+
+// Conv and Bottleneck repeat as an nn.Sequential when n > 1 (YOLOv5 parse_model).
+template <typename Make>
+void repeat_module(ParsedLayer& p, int n, int c1, Make make) {
+  if (n == 1) {
+    p.use(make(c1));
+    return;
+  }
+  torch::nn::Sequential seq;
+  for (int r = 0; r < n; ++r) seq->push_back(make(r == 0 ? c1 : p.c2));
+  p.use(seq);
+}
+
+// Conv, Bottleneck, C3 and SPPF: one input, c2 scaled by the width multiple.
+void parse_block(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n,
+                 const ModelScale& m) {
+  const int nc = m.nc;
+  const int c1 = p.single_input(a, L.module);
+  if (L.args.empty()) throw std::runtime_error(a.where() + ": " + L.module + " needs c2");
+  int c2 = a.integer(0, nc);
+  if (c2 != m.no) c2 = make_divisible(c2 * m.gw, 8);
+  p.c2 = c2;
+  p.shown_args = {std::to_string(c1), std::to_string(c2)};
+  for (size_t k = 1; k < L.args.size(); ++k) p.shown_args.push_back(L.args[k]);
+  if (L.module == "C3") {
+    a.expect_count(1, 4);
+    p.shown_args.insert(p.shown_args.begin() + 2, std::to_string(n));
+    p.use(C3(c1, c2, n, a.has(1) ? a.boolean(1) : true, a.has(2) ? a.integer(2, nc) : 1,
+             a.has(3) ? a.number(3) : 0.5));
+  } else if (L.module == "Conv") {
+    a.expect_count(1, 7);
+    const int k = a.has(1) ? a.integer(1, nc) : 1, s = a.has(2) ? a.integer(2, nc) : 1;
+    const int pad = a.has(3) ? a.integer(3, nc) : -1, g = a.has(4) ? a.integer(4, nc) : 1;
+    const int d = a.has(5) ? a.integer(5, nc) : 1;
+    const bool act = a.has(6) ? a.boolean(6) : true;
+    repeat_module(p, n, c1, [&](int cin) { return Conv(cin, c2, k, s, pad, g, d, act); });
+  } else if (L.module == "Bottleneck") {
+    a.expect_count(1, 4);
+    const bool sc = a.has(1) ? a.boolean(1) : true;
+    const int g = a.has(2) ? a.integer(2, nc) : 1;
+    const double e = a.has(3) ? a.number(3) : 0.5;
+    repeat_module(p, n, c1, [&](int cin) { return Bottleneck(cin, c2, sc, g, e); });
+  } else {  // SPPF
+    a.expect_count(1, 2);
+    if (n != 1) throw std::runtime_error(a.where() + ": SPPF cannot repeat (number must be 1)");
+    p.use(SPPF(c1, c2, a.has(1) ? a.integer(1, nc) : 5));
+  }
+}
+
+void parse_concat(ParsedLayer& p, const ArgReader& a, int nc) {
+  a.expect_count(0, 1);
+  const int dim = a.has(0) ? a.integer(0, nc) : 1;
+  if (dim != 1) throw std::runtime_error(a.where() + ": Concat supports dimension 1 only");
+  for (int c : p.from_ch) p.c2 += c;
+  p.shown_args = {std::to_string(dim)};
+  p.mod = std::make_shared<torch::nn::Module>("Concat");
+  p.run = [](const std::vector<torch::Tensor>& x) { return torch::cat(x, 1); };
+}
+
+void parse_upsample(ParsedLayer& p, const LayerSpec& L, const ArgReader& a) {
+  a.expect_count(2, 3);
+  p.c2 = p.single_input(a, L.module);
+  if (a.has(0)) throw std::runtime_error(a.where() + ": nn.Upsample supports size=None only");
+  const double scale = a.number(1);
+  const std::string mode = L.args.size() > 2 ? L.args[2] : "nearest";
+  if (mode != "nearest") {
+    throw std::runtime_error(a.where() + ": nn.Upsample mode '" + mode +
+                             "' is not supported (use 'nearest')");
+  }
+  p.use(torch::nn::Upsample(torch::nn::UpsampleOptions()
+                                .scale_factor(std::vector<double>{scale, scale})
+                                .mode(torch::kNearest)));
+  p.shown_args = L.args;
+}
+
+void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const ModelSpec& spec,
+                  bool last) {
+  a.expect_count(2, 2);
+  if (!last) throw std::runtime_error(a.where() + ": Detect must be the last layer");
+  if (L.args[1] != "anchors") {
+    throw std::runtime_error(a.where() + ": Detect's second argument must be 'anchors'");
+  }
+  if (p.from_ch.size() != spec.anchors.size()) {
+    throw std::runtime_error(a.where() + ": Detect has " + std::to_string(p.from_ch.size()) +
+                             " inputs but 'anchors' has " + std::to_string(spec.anchors.size()) +
+                             " levels");
+  }
+  p.detect = Detect(a.integer(0, spec.nc), spec.anchors, p.from_ch);
+  p.mod = p.detect.ptr();
+  p.shown_args = {std::to_string(spec.nc), "anchors"};
+}
+
+// Layer `i` of the YAML: its inputs (checked against the earlier layers) and its module.
+ParsedLayer parse_layer(const ModelSpec& spec, size_t i, int n, const ModelScale& m,
+                        const std::vector<int>& out_ch, int in_ch) {
+  const LayerSpec& L = spec.layers[i];
+  const ArgReader a(L, spec);
+  ParsedLayer p;
+  for (int f : L.from) {
+    const int abs = f < 0 ? static_cast<int>(i) + f : f;
+    if (abs >= static_cast<int>(i) || abs < -1 || (abs == -1 && f != -1)) {
+      throw std::runtime_error(a.where() + ": 'from' index " + std::to_string(f) +
+                               " does not name an earlier layer");
+    }
+    p.from.push_back(abs);
+    p.from_ch.push_back(abs < 0 ? in_ch : out_ch[abs]);
+  }
+  if (L.module == "Conv" || L.module == "Bottleneck" || L.module == "C3" || L.module == "SPPF") {
+    parse_block(p, L, a, n, m);
+  } else if (L.module == "Concat") {
+    parse_concat(p, a, m.nc);
+  } else if (L.module == "nn.Upsample") {
+    parse_upsample(p, L, a);
+  } else if (L.module == "Detect") {
+    parse_detect(p, L, a, spec, i + 1 == spec.layers.size());
+  } else {
+    throw std::runtime_error(a.where() + ": unknown module '" + L.module +
+                             "' (supported: Conv, Bottleneck, C3, SPPF, Concat, nn.Upsample, "
+                             "Detect)");
+  }
+  return p;
+}
+
+std::string from_text(const std::vector<int>& from) {
+  if (from.size() == 1) return std::to_string(from[0]);
+  std::string s = "[";
+  for (size_t k = 0; k < from.size(); ++k) s += (k ? ", " : "") + std::to_string(from[k]);
+  return s + "]";
+}
+
 }  // namespace
 
 DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_ch)
@@ -88,11 +247,8 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
              " with nc=" + std::to_string(nc_override));
     spec_.nc = nc_override;
   }
-  const int nc = spec_.nc;
   const int na = static_cast<int>(spec_.anchors[0].size() / 2);
-  const int no = na * (nc + 5);
-  const double gd = spec_.depth_multiple, gw = spec_.width_multiple;
-
+  const ModelScale scale{spec_.nc, na * (spec_.nc + 5), spec_.width_multiple};
   model = register_module("model", torch::nn::ModuleList());
   std::vector<int> out_ch;
   keep_.assign(spec_.layers.size(), false);
@@ -101,185 +257,46 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
         << std::setw(10) << "params"
         << "  " << std::left << std::setw(40) << "module"
         << "arguments\n";
-
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     const LayerSpec& L = spec_.layers[i];
-    const ArgReader a(L, spec_);
-    Layer layer;
-    for (int f : L.from) {
-      const int abs = f < 0 ? static_cast<int>(i) + f : f;
-      if (abs >= static_cast<int>(i) || abs < -1 || (abs == -1 && f != -1)) {
-        throw std::runtime_error(a.where() + ": 'from' index " + std::to_string(f) +
-                                 " does not name an earlier layer");
-      }
-      layer.from.push_back(abs);
-      if (abs >= 0 && !(f == -1)) keep_[abs] = true;
+    const int n = L.number > 1 ? std::max(py_round(L.number * spec_.depth_multiple), 1) : L.number;
+    ParsedLayer p = parse_layer(spec_, i, n, scale, out_ch, in_ch);
+    for (size_t k = 0; k < L.from.size(); ++k) {
+      if (p.from[k] >= 0 && L.from[k] != -1) keep_[p.from[k]] = true;
     }
-    auto ch_of = [&](int abs) { return abs < 0 ? in_ch : out_ch[abs]; };
-    auto single_input = [&]() {
-      if (layer.from.size() != 1) {
-        throw std::runtime_error(a.where() + ": " + L.module + " takes exactly one input");
-      }
-      return ch_of(layer.from[0]);
-    };
-    const int n = L.number > 1 ? std::max(py_round(L.number * gd), 1) : L.number;
-    int c2 = 0;
-    std::shared_ptr<torch::nn::Module> mod;
-    std::vector<std::string> shown_args;
-
-    if (L.module == "Conv" || L.module == "Bottleneck" || L.module == "C3" || L.module == "SPPF") {
-      const int c1 = single_input();
-      if (L.args.empty()) throw std::runtime_error(a.where() + ": " + L.module + " needs c2");
-      c2 = a.integer(0, nc);
-      if (c2 != no) c2 = make_divisible(c2 * gw, 8);
-      shown_args = {std::to_string(c1), std::to_string(c2)};
-      for (size_t k = 1; k < L.args.size(); ++k) shown_args.push_back(L.args[k]);
-      if (L.module == "C3") {
-        a.expect_count(1, 4);
-        shown_args.insert(shown_args.begin() + 2, std::to_string(n));
-        C3 c3(c1, c2, n, a.has(1) ? a.boolean(1) : true, a.has(2) ? a.integer(2, nc) : 1,
-              a.has(3) ? a.number(3) : 0.5);
-        mod = c3.ptr();
-        layer.run = [p = c3.ptr()](const std::vector<torch::Tensor>& x) {
-          return p->forward(x[0]);
-        };
-      } else {
-        // Conv and Bottleneck repeat as an nn.Sequential when n > 1 (YOLOv5 parse_model).
-        torch::nn::Sequential seq{nullptr};
-        auto repeat = [&](auto make) {
-          for (int r = 0; r < n; ++r) {
-            auto m = make(r == 0 ? c1 : c2);
-            if (n == 1) {
-              mod = m.ptr();
-              layer.run = [p = m.ptr()](const std::vector<torch::Tensor>& x) {
-                return p->forward(x[0]);
-              };
-            } else {
-              if (!seq) seq = torch::nn::Sequential();
-              seq->push_back(m);
-            }
-          }
-        };
-        if (L.module == "Conv") {
-          a.expect_count(1, 7);
-          const int k = a.has(1) ? a.integer(1, nc) : 1, s = a.has(2) ? a.integer(2, nc) : 1;
-          const int p = a.has(3) ? a.integer(3, nc) : -1, g = a.has(4) ? a.integer(4, nc) : 1;
-          const int d = a.has(5) ? a.integer(5, nc) : 1;
-          const bool act = a.has(6) ? a.boolean(6) : true;
-          repeat([&](int cin) { return Conv(cin, c2, k, s, p, g, d, act); });
-        } else if (L.module == "Bottleneck") {
-          a.expect_count(1, 4);
-          const bool sc = a.has(1) ? a.boolean(1) : true;
-          const int g = a.has(2) ? a.integer(2, nc) : 1;
-          const double e = a.has(3) ? a.number(3) : 0.5;
-          repeat([&](int cin) { return Bottleneck(cin, c2, sc, g, e); });
-        } else {  // SPPF
-          a.expect_count(1, 2);
-          if (n != 1) {
-            throw std::runtime_error(a.where() + ": SPPF cannot repeat (number must be 1)");
-          }
-          SPPF sp(c1, c2, a.has(1) ? a.integer(1, nc) : 5);
-          mod = sp.ptr();
-          layer.run = [p = sp.ptr()](const std::vector<torch::Tensor>& x) {
-            return p->forward(x[0]);
-          };
-        }
-        if (seq) {
-          mod = seq.ptr();
-          layer.run = [p = seq.ptr()](const std::vector<torch::Tensor>& x) {
-            return p->forward(x[0]);
-          };
-        }
-      }
-    } else if (L.module == "Concat") {
-      a.expect_count(0, 1);
-      const int dim = a.has(0) ? a.integer(0, nc) : 1;
-      if (dim != 1) throw std::runtime_error(a.where() + ": Concat supports dimension 1 only");
-      for (int f : layer.from) c2 += ch_of(f);
-      shown_args = {std::to_string(dim)};
-      mod = std::make_shared<torch::nn::Module>("Concat");
-      layer.run = [](const std::vector<torch::Tensor>& x) { return torch::cat(x, 1); };
-    } else if (L.module == "nn.Upsample") {
-      a.expect_count(2, 3);
-      c2 = single_input();
-      if (a.has(0)) throw std::runtime_error(a.where() + ": nn.Upsample supports size=None only");
-      const double scale = a.number(1);
-      std::string mode = L.args.size() > 2 ? L.args[2] : "nearest";
-      if (mode != "nearest") {
-        throw std::runtime_error(a.where() + ": nn.Upsample mode '" + mode +
-                                 "' is not supported (use 'nearest')");
-      }
-      torch::nn::Upsample up(torch::nn::UpsampleOptions()
-                                 .scale_factor(std::vector<double>{scale, scale})
-                                 .mode(torch::kNearest));
-      mod = up.ptr();
-      layer.run = [p = up.ptr()](const std::vector<torch::Tensor>& x) { return p->forward(x[0]); };
-      shown_args = L.args;
-    } else if (L.module == "Detect") {
-      a.expect_count(2, 2);
-      if (i + 1 != spec_.layers.size()) {
-        throw std::runtime_error(a.where() + ": Detect must be the last layer");
-      }
-      if (L.args[1] != "anchors") {
-        throw std::runtime_error(a.where() + ": Detect's second argument must be 'anchors'");
-      }
-      std::vector<int> chs;
-      for (int f : layer.from) chs.push_back(ch_of(f));
-      if (chs.size() != spec_.anchors.size()) {
-        throw std::runtime_error(a.where() + ": Detect has " + std::to_string(chs.size()) +
-                                 " inputs but 'anchors' has " +
-                                 std::to_string(spec_.anchors.size()) + " levels");
-      }
-      detect_ = Detect(a.integer(0, nc), spec_.anchors, chs);
-      mod = detect_.ptr();
-      layer.is_detect = true;
-      shown_args = {std::to_string(nc), "anchors"};
-    } else {
-      throw std::runtime_error(a.where() + ": unknown module '" + L.module +
-                               "' (supported: Conv, Bottleneck, C3, SPPF, Concat, nn.Upsample, "
-                               "Detect)");
-    }
-    model->push_back(mod);
-    layers_.push_back(std::move(layer));
-    out_ch.push_back(c2);
-
-    std::string from_s;
-    if (L.from.size() == 1) {
-      from_s = std::to_string(L.from[0]);
-    } else {
-      from_s = "[";
-      for (size_t k = 0; k < L.from.size(); ++k)
-        from_s += (k ? ", " : "") + std::to_string(L.from[k]);
-      from_s += "]";
-    }
-    table << std::right << std::setw(3) << i << std::setw(18) << from_s << std::setw(3) << n
-          << std::setw(10) << count_params(*mod) << "  " << std::left << std::setw(40)
-          << ("models.common." + L.module) << join_args(shown_args) << "\n";
+    if (p.detect) detect_ = p.detect;
+    model->push_back(p.mod);
+    layers_.push_back({p.from, p.run, static_cast<bool>(p.detect)});
+    out_ch.push_back(p.c2);
+    table << std::right << std::setw(3) << i << std::setw(18) << from_text(L.from) << std::setw(3)
+          << n << std::setw(10) << count_params(*p.mod) << "  " << std::left << std::setw(40)
+          << ("models.common." + L.module) << join_args(p.shown_args) << "\n";
   }
   if (!detect_) throw std::runtime_error(spec_.source + ": the model has no Detect layer");
   table_ = table.str();
-
-  // Strides from a forward pass (eval mode, so BatchNorm statistics stay untouched).
-  {
-    torch::NoGradGuard no_grad;
-    const int s = 256;
-    eval();
-    const auto raw = forward_raw(torch::zeros({1, in_ch, s, s}));
-    train();
-    std::vector<float> strides;
-    for (const auto& r : raw) strides.push_back(static_cast<float>(s) / r.size(2));
-    detect_->stride = torch::tensor(strides);
-    // YOLOv5's check_anchor_order: anchor areas must grow with stride.
-    const torch::Tensor area = detect_->anchors.prod(-1).mean(-1).view(-1);
-    const double da = (area[-1] - area[0]).item<double>();
-    const double ds = strides.back() - strides.front();
-    if (da != 0 && (da > 0) != (ds > 0)) {
-      log_info("AutoAnchor: Reversing anchor order");
-      detect_->anchors.copy_(detect_->anchors.flip(0));
-    }
-    detect_->anchors.div_(detect_->stride.view({-1, 1, 1}));
-  }
+  set_strides(in_ch);
   detect_->initialize_biases();
+}
+
+// Strides from a forward pass (eval mode, so BatchNorm statistics stay untouched), then YOLOv5's
+// check_anchor_order (anchor areas must grow with stride) and anchors in stride units.
+void DetectionModelImpl::set_strides(int in_ch) {
+  torch::NoGradGuard no_grad;
+  const int s = 256;
+  eval();
+  const auto raw = forward_raw(torch::zeros({1, in_ch, s, s}));
+  train();
+  std::vector<float> strides;
+  for (const auto& r : raw) strides.push_back(static_cast<float>(s) / r.size(2));
+  detect_->stride = torch::tensor(strides);
+  const torch::Tensor area = detect_->anchors.prod(-1).mean(-1).view(-1);
+  const double da = (area[-1] - area[0]).item<double>();
+  const double ds = strides.back() - strides.front();
+  if (da != 0 && (da > 0) != (ds > 0)) {
+    log_info("AutoAnchor: Reversing anchor order");
+    detect_->anchors.copy_(detect_->anchors.flip(0));
+  }
+  detect_->anchors.div_(detect_->stride.view({-1, 1, 1}));
 }
 
 std::vector<torch::Tensor> DetectionModelImpl::forward_raw(const torch::Tensor& input) {

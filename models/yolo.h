@@ -48,6 +48,8 @@ class DetectionModelImpl : public torch::nn::Module {
     std::function<torch::Tensor(const std::vector<torch::Tensor>&)> run;
     bool is_detect = false;
   };
+  void set_strides(int in_ch);
+
   std::vector<Layer> layers_;
   std::vector<bool> keep_;  // outputs later layers read
   Detect detect_{nullptr};

@@ -54,13 +54,14 @@ CONFIG=(-DYOLO_TORCH_KIND="$TORCH_KIND")
 if [ "$TORCH_KIND" = wheel ]; then
   VENV=${YOLO_VENV:-.venv}
   REQ=scripts/requirements-torch.txt
-  stamp="$VENV/.yolo-requirements-$(sha256sum "$REQ" | cut -c1-16)"
+  TOOLS=scripts/requirements-tools.txt
+  stamp="$VENV/.yolo-requirements-$(cat "$REQ" "$TOOLS" | sha256sum | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     echo "setup: installing the pinned PyTorch CUDA wheel and its NVIDIA libraries into $VENV" \
       "(about 2.7 GB on disk)"
     start=$(date +%s)
     [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$REQ"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$REQ" -r "$TOOLS"
     rm -f "$VENV"/.yolo-requirements-*
     touch "$stamp"
     echo "setup: PyTorch installed in $(($(date +%s) - start)) s"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "utils/distributed.h"
+#include "utils/dist/distributed.h"
 
 namespace yolo::test_support {
 

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "utils/autoanchor.h"
+#include "utils/engine/autoanchor.h"
 
 namespace yolo {
 namespace {

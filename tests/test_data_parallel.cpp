@@ -4,10 +4,10 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "models/data_parallel.h"
 #include "models/yolo.h"
-#include "utils/grad_scaler.h"
-#include "utils/paths.h"
+#include "utils/core/grad_scaler.h"
+#include "utils/core/paths.h"
+#include "utils/dist/data_parallel.h"
 
 namespace {
 

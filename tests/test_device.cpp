@@ -2,9 +2,9 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "utils/cuda_env.h"
-#include "utils/device.h"
-#include "utils/errors.h"
+#include "utils/core/cuda_env.h"
+#include "utils/core/device.h"
+#include "utils/core/errors.h"
 
 TEST(Device, CpuAndAuto) {
   const auto cpu = yolo::select_device("cpu");

@@ -10,10 +10,10 @@
 #include <functional>
 
 #include "tests/mirror_group.h"
-#include "utils/cuda_env.h"
-#include "utils/distributed.h"
-#include "utils/errors.h"
-#include "utils/grad_sync.h"
+#include "utils/core/cuda_env.h"
+#include "utils/core/errors.h"
+#include "utils/dist/distributed.h"
+#include "utils/dist/grad_sync.h"
 
 using namespace yolo;
 

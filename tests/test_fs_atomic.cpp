@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "utils/fs_atomic.h"
+#include "utils/core/fs_atomic.h"
 
 namespace fs = std::filesystem;
 

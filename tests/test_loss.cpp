@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "utils/hyp.h"
-#include "utils/loss.h"
+#include "utils/core/hyp.h"
+#include "utils/eval/loss.h"
 
 namespace {
 // P3/P4/P5 anchors of yolov5*.yaml in stride units.

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "utils/metrics.h"
+#include "utils/eval/metrics.h"
 
 namespace {
 std::vector<bool> flags(bool v) { return std::vector<bool>(10, v); }

@@ -5,7 +5,7 @@
 
 #include "models/common.h"
 #include "models/yolo.h"
-#include "utils/paths.h"
+#include "utils/core/paths.h"
 
 using yolo::DetectionModel;
 

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "utils/boxes.h"
-#include "utils/nms.h"
+#include "utils/core/boxes.h"
+#include "utils/eval/nms.h"
 
 using yolo::NmsOptions;
 

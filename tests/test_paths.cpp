@@ -6,8 +6,8 @@
 #include <set>
 #include <thread>
 
-#include "utils/errors.h"
-#include "utils/paths.h"
+#include "utils/core/errors.h"
+#include "utils/core/paths.h"
 
 namespace fs = std::filesystem;
 using yolo::ConfigKind;

@@ -10,7 +10,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <stdexcept>
 
-#include "utils/plots.h"
+#include "utils/viz/plots.h"
 
 namespace yolo {
 namespace {

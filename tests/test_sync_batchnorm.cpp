@@ -6,9 +6,9 @@
 
 #include <memory>
 
-#include "models/sync_batchnorm.h"
 #include "tests/mirror_group.h"
-#include "utils/grad_scaler.h"
+#include "utils/core/grad_scaler.h"
+#include "utils/dist/sync_batchnorm.h"
 
 namespace {
 

@@ -9,22 +9,22 @@
 #include <fstream>
 #include <sstream>
 
-#include "apps/detect/predictor.h"
-#include "apps/train/evolve.h"
-#include "apps/train/trainer.h"
-#include "apps/val/model_loader.h"
-#include "apps/val/validator.h"
 #include "data/dataset.h"
 #include "data/dataset_config.h"
 #include "data/shapes_dataset.h"
 #include "models/yolo.h"
-#include "utils/checkpoint.h"
-#include "utils/errors.h"
-#include "utils/hyp.h"
-#include "utils/loss.h"
-#include "utils/optim.h"
-#include "utils/paths.h"
-#include "utils/plots.h"
+#include "utils/core/checkpoint.h"
+#include "utils/core/errors.h"
+#include "utils/core/hyp.h"
+#include "utils/core/paths.h"
+#include "utils/engine/evolve.h"
+#include "utils/engine/optim.h"
+#include "utils/engine/trainer.h"
+#include "utils/eval/loss.h"
+#include "utils/eval/model_loader.h"
+#include "utils/eval/predictor.h"
+#include "utils/eval/validator.h"
+#include "utils/viz/plots.h"
 
 namespace fs = std::filesystem;
 

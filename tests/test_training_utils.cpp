@@ -8,10 +8,10 @@
 #include <fstream>
 #include <limits>
 
-#include "utils/checkpoint.h"
-#include "utils/ema.h"
-#include "utils/grad_scaler.h"
-#include "utils/optim.h"
+#include "utils/core/checkpoint.h"
+#include "utils/core/grad_scaler.h"
+#include "utils/engine/ema.h"
+#include "utils/engine/optim.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 
 #include "models/weights.h"
 #include "models/yolo.h"
-#include "utils/paths.h"
+#include "utils/core/paths.h"
 
 namespace fs = std::filesystem;
 using yolo::DetectionModel;

@@ -1,4 +1,4 @@
-// DDP communication benchmark (issue 5). Run under torchrun, e.g.
+// DDP communication benchmark. Run under torchrun, e.g.
 //   torchrun --no_python -r 1 -t 1 --nproc_per_node=2 build/bin/bench_ddp yolov5n.yaml 320 8 10
 // Arguments: model YAML (bare names looked up in configs/models), image size, images per rank,
 // timed steps. Each step is forward + loss + backward + optimizer on random images with random
@@ -13,18 +13,17 @@
 #include <iostream>
 
 #include "models/yolo.h"
-#include "utils/app_main.h"
-#include "utils/distributed.h"
-#include "utils/errors.h"
-#include "utils/grad_sync.h"
-#include "utils/hyp.h"
-#include "utils/loss.h"
-#include "utils/optim.h"
-#include "utils/paths.h"
+#include "utils/core/app_main.h"
+#include "utils/core/errors.h"
+#include "utils/core/hyp.h"
+#include "utils/core/paths.h"
+#include "utils/core/stopwatch.h"
+#include "utils/dist/distributed.h"
+#include "utils/dist/grad_sync.h"
+#include "utils/engine/optim.h"
+#include "utils/eval/loss.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 int parse_int(const char* s, const char* what) {
   char* end = nullptr;
@@ -67,14 +66,14 @@ int run(int argc, char** argv) {
   // One step; `reduce` false skips the all-reduce (no_sync). Returns seconds (slowest rank).
   auto step = [&](bool reduce) {
     pg->barrier();
-    const auto t0 = Clock::now();
+    const yolo::Stopwatch t0;
     sync.set_sync(reduce);
     (loss(model->forward(images).raw, targets).loss * pg->size()).backward();
     if (reduce) sync.finish();
     opt->step();
     opt->zero_grad();
     pg->barrier();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    return t0.seconds();
   };
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

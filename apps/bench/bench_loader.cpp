@@ -11,7 +11,8 @@
 #include <string>
 
 #include "data/loader.h"
-#include "utils/log.h"
+#include "utils/core/log.h"
+#include "utils/core/stopwatch.h"
 
 namespace fs = std::filesystem;
 
@@ -83,13 +84,12 @@ int main(int argc, char** argv) {
         lo.workers = workers;
         yolo::DataLoader loader(ds, lo);
         size_t images = 0;
-        const auto t0 = std::chrono::steady_clock::now();
+        const yolo::Stopwatch t0;
         for (int e = 0; e < epochs; ++e) {
           loader.start_epoch(e);
           while (auto b = loader.next()) images += static_cast<size_t>(b->images.size(0));
         }
-        const double s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s = t0.seconds();
         std::printf(
             "imgsz %4d  workers %d (used %d)  %6zu images  %7.2f s  %8.1f images/s  "
             "peak RSS %ld MiB\n",

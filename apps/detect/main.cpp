@@ -2,11 +2,11 @@
 #include <cxxopts.hpp>
 #include <iostream>
 
-#include "apps/detect/predictor.h"
-#include "utils/app_main.h"
-#include "utils/cuda_env.h"
-#include "utils/errors.h"
-#include "utils/options.h"
+#include "utils/core/app_main.h"
+#include "utils/core/cuda_env.h"
+#include "utils/core/errors.h"
+#include "utils/core/options.h"
+#include "utils/eval/predictor.h"
 
 namespace {
 

@@ -4,17 +4,17 @@
 #include <iostream>
 #include <memory>
 
-#include "apps/val/model_loader.h"
-#include "apps/val/validator.h"
 #include "data/dataset.h"
 #include "data/dataset_config.h"
-#include "utils/app_main.h"
-#include "utils/cuda_env.h"
-#include "utils/device.h"
-#include "utils/errors.h"
-#include "utils/log.h"
-#include "utils/options.h"
-#include "utils/paths.h"
+#include "utils/core/app_main.h"
+#include "utils/core/cuda_env.h"
+#include "utils/core/device.h"
+#include "utils/core/errors.h"
+#include "utils/core/log.h"
+#include "utils/core/options.h"
+#include "utils/core/paths.h"
+#include "utils/eval/model_loader.h"
+#include "utils/eval/validator.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include "data/dataset_config.h"
 #include "data/file_lists.h"
 #include "test_helpers.h"
-#include "utils/paths.h"
+#include "utils/core/paths.h"
 
 namespace fs = std::filesystem;
 using namespace yolo;

@@ -12,14 +12,14 @@
 #include <iostream>
 #include <string>
 
-#include "models/sync_batchnorm.h"
 #include "models/yolo.h"
-#include "utils/distributed.h"
-#include "utils/grad_sync.h"
-#include "utils/hyp.h"
-#include "utils/loss.h"
-#include "utils/optim.h"
-#include "utils/paths.h"
+#include "utils/core/hyp.h"
+#include "utils/core/paths.h"
+#include "utils/dist/distributed.h"
+#include "utils/dist/grad_sync.h"
+#include "utils/dist/sync_batchnorm.h"
+#include "utils/engine/optim.h"
+#include "utils/eval/loss.h"
 
 using namespace yolo;
 

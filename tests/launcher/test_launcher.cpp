@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "apps/train/launcher.h"
-#include "utils/errors.h"
+#include "utils/core/errors.h"
+#include "utils/dist/launcher.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;

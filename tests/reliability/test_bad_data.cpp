@@ -11,7 +11,7 @@
 #include "../data/test_helpers.h"
 #include "data/label_cache.h"
 #include "data/verify.h"
-#include "utils/fs_atomic.h"
+#include "utils/core/fs_atomic.h"
 
 using yolo::test::TempDir;
 

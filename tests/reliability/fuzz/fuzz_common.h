@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the libFuzzer targets: a private temp folder for files the parsers read, and the
-// contract every loader keeps (DESIGN.md): failures are exceptions whose message names the file.
+// contract every loader keeps (docs/ARCHITECTURE.md): failures are exceptions whose message names
+// the file.
 #include <unistd.h>
 
 #include <cstdio>

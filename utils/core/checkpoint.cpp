@@ -1,0 +1,194 @@
+#include "utils/core/checkpoint.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+
+#include "utils/core/fs_atomic.h"
+
+namespace yolo {
+namespace {
+
+// LibTorch 1.13's MemoryReadAdapter (behind torch::pickle_load) copies whatever range miniz asks
+// for, so a damaged zip makes it read past the buffer (ASan: heap-use-after-free on a truncated
+// last.pt). This adapter clamps every read to the buffer; miniz sees the short read and reports
+// a damaged archive.
+class BoundedReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReadAdapter(const std::vector<char>& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, bytes_.size() - pos));
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::vector<char>& bytes_;
+};
+
+// torch::pickle_load on the bounded adapter: the same archive layout and unpickler.
+c10::IValue pickle_load_bounded(const std::vector<char>& bytes) {
+  caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReadAdapter>(bytes));
+  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                           /*type_resolver=*/c10::nullopt,
+                                           /*obj_loader=*/c10::nullopt, /*device=*/c10::nullopt,
+                                           reader);
+}
+
+}  // namespace
+
+std::vector<char> pickle_save_plain(const c10::IValue& value) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
+    const char* b = static_cast<const char*>(bytes);
+    archive.insert(archive.end(), b, b + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+  return archive;
+}
+
+std::string now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+void save_checkpoint(const Checkpoint& c, const std::string& path) {
+  c10::Dict<std::string, at::Tensor> model;
+  for (const auto& [k, t] : c.model) model.insert(k, t.detach().cpu().contiguous());
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("epoch", c.epoch);
+  d.insert("best_fitness", c.best_fitness);
+  d.insert("model", model);
+  d.insert("optimizer", c.optimizer);
+  if (c.has_optimizer() && !c.train_model.empty()) {
+    c10::Dict<std::string, at::Tensor> raw;
+    for (const auto& [k, t] : c.train_model) raw.insert(k, t.detach().cpu().contiguous());
+    d.insert("train_model", raw);
+    d.insert("last_opt_step", c.last_opt_step);
+  }
+  d.insert("ema_updates", c.ema_updates);
+  d.insert("opt", c.opt);
+  d.insert("hyp", c.hyp);
+  d.insert("date", c.date.empty() ? now_iso8601() : c.date);
+  const std::vector<char> bytes = pickle_save_plain(c10::IValue(d));
+  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+}
+
+c10::IValue read_pickle_archive(const std::string& path, const std::string& kind,
+                                const std::string& hint) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open the " + kind + " (does it exist?)");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  // A torch.save zip starts with the local file header "PK\3\4".
+  if (bytes.size() < 4 || bytes[0] != 'P' || bytes[1] != 'K' || bytes[2] != 3 || bytes[3] != 4) {
+    throw std::runtime_error(
+        path + ": not a " + kind +
+        ": not a zip-format torch.save file (empty, legacy or foreign format)" + hint);
+  }
+  try {
+    return pickle_load_bounded(bytes);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    // Caffe2's "[enforce fail at inline_container.cc:165] . " prefix says nothing to a user.
+    if (what.rfind("[enforce fail at ", 0) == 0 && what.find("] ") != std::string::npos) {
+      what = what.substr(what.find("] ") + 2);
+      if (what.rfind(". ", 0) == 0) what = what.substr(2);
+    }
+    const std::string no_code =
+        "; checkpoints and weights may hold only tensors and plain values, and loading never "
+        "executes code";
+    const auto global = what.find("found unknown ");
+    if (global != std::string::npos) {
+      // "Unpickler found unknown type os.system" / "... unknown torch global, 'torch.x'"
+      const auto name = what.find_last_of(" '", what.size() - 2);
+      std::string ref = what.substr(name + 1);
+      if (!ref.empty() && ref.back() == '\'') ref.pop_back();
+      throw std::runtime_error(path + ": refused: the pickle calls Python code (" + ref + ")" +
+                               no_code);
+    }
+    if (what.find("Unknown opcode") != std::string::npos) {
+      throw std::runtime_error(path + ": refused: the pickle uses an opcode LibTorch does not " +
+                               "load (" + what + ")" + no_code);
+    }
+    if (what.find("Pickle protocol") != std::string::npos) {
+      throw std::runtime_error(path + ": refused: not pickle protocol 2, the one torch.save " +
+                               "writes (" + what + "); save it with torch.save" + no_code);
+    }
+    if (what.find("maximum supported version") != std::string::npos) {
+      throw std::runtime_error(path + ": written in a newer torch.save format than this " +
+                               "LibTorch reads (" + what + "); re-save it with an older torch");
+    }
+    throw std::runtime_error(path + ": cannot read the " + kind + " (" + what +
+                             "); the file may be truncated or damaged" + hint);
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const c10::IValue v = read_pickle_archive(path, "checkpoint");
+  if (!v.isGenericDict()) throw std::runtime_error(path + ": not a checkpoint dict");
+  const auto d = v.toGenericDict();
+  auto need = [&](const char* key) {
+    if (!d.contains(key)) throw std::runtime_error(path + ": checkpoint has no '" + key + "'");
+    return d.at(key);
+  };
+  Checkpoint c;
+  try {
+    c.epoch = need("epoch").toInt();
+    c.best_fitness = need("best_fitness").toDouble();
+    for (const auto& kv : need("model").toGenericDict()) {
+      c.model[kv.key().toStringRef()] = kv.value().toTensor();
+    }
+    c.optimizer = d.contains("optimizer") ? d.at("optimizer") : c10::IValue();
+    if (d.contains("train_model")) {
+      for (const auto& kv : d.at("train_model").toGenericDict()) {
+        c.train_model[kv.key().toStringRef()] = kv.value().toTensor();
+      }
+    }
+    if (d.contains("last_opt_step")) c.last_opt_step = d.at("last_opt_step").toInt();
+    c.ema_updates = d.contains("ema_updates") ? d.at("ema_updates").toInt() : 0;
+    c.opt = d.contains("opt") && d.at("opt").isString() ? d.at("opt").toStringRef() : "";
+    c.hyp = d.contains("hyp") && d.at("hyp").isString() ? d.at("hyp").toStringRef() : "";
+    c.date = d.contains("date") && d.at("date").isString() ? d.at("date").toStringRef() : "";
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path + ": malformed checkpoint entry (" +
+                             std::string(e.what_without_backtrace()) + ")");
+  }
+  return c;
+}
+
+void strip_optimizer(const std::string& path) {
+  Checkpoint c = load_checkpoint(path);
+  c.optimizer = c10::IValue();
+  c.train_model.clear();
+  save_checkpoint(c, path);
+}
+
+}  // namespace yolo

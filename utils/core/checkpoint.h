@@ -1,0 +1,54 @@
+#pragma once
+// Training checkpoints (docs/ARCHITECTURE.md contract): a zip-format pickle of a dict with `epoch`,
+// `best_fitness`, `model` (name -> tensor, the EMA weights), `optimizer` (None once stripped),
+// `ema_updates`, `opt` and `hyp` (YAML text) and `date`; while training, also `train_model` and
+// `last_opt_step` for an exact --resume. Python's torch.load reads them; writes
+// are atomic (temporary file + rename), so a crash never leaves a broken file.
+#include <ATen/core/ivalue.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace yolo {
+
+struct Checkpoint {
+  int64_t epoch = -1;
+  double best_fitness = 0.0;
+  std::map<std::string, at::Tensor> model;
+  // For resuming: the raw (non-EMA) weights and the iteration of the last optimizer step. Both
+  // go with the optimizer state when a checkpoint is stripped.
+  std::map<std::string, at::Tensor> train_model;
+  int64_t last_opt_step = -1;
+  c10::IValue optimizer;  // None when stripped
+  int64_t ema_updates = 0;
+  std::string opt;  // opt.yaml text
+  std::string hyp;  // hyp.yaml text
+  std::string date;
+  bool has_optimizer() const { return !optimizer.isNone(); }
+};
+
+// Reads a zip-format torch.save file (what checkpoints and weights files are) into an IValue.
+// LibTorch's unpickler builds tensors and plain values only and resolves no Python globals, so a
+// pickle that names code (GLOBAL os.system + REDUCE, INST, ...) is refused and nothing runs.
+// Errors name `path`, say why (not a zip, truncated, newer format, code) and what to do; `kind` is
+// "checkpoint" or "weights file" for the messages, `hint` is appended to generic read errors.
+c10::IValue read_pickle_archive(const std::string& path, const std::string& kind,
+                                const std::string& hint = "");
+
+// torch::pickle_save without type tags: LibTorch marks typed dicts and lists with a call to
+// torch.jit._pickle.restore_type_tag, a global that Python's torch.load refuses by default since
+// PyTorch 2.6 (weights_only=True). Untagged, the zip holds only plain dicts, lists, strings,
+// numbers and tensors, which torch.load and read_pickle_archive both take as they are.
+std::vector<char> pickle_save_plain(const c10::IValue& value);
+
+void save_checkpoint(const Checkpoint& ckpt, const std::string& path);
+// Throws std::runtime_error naming the file when it is missing, not a checkpoint, or truncated.
+Checkpoint load_checkpoint(const std::string& path);
+// YOLOv5's strip_optimizer: drops the optimizer state and rewrites the file in place.
+void strip_optimizer(const std::string& path);
+
+// Current local time as YOLOv5 writes it (ISO 8601).
+std::string now_iso8601();
+
+}  // namespace yolo

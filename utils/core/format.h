@@ -1,0 +1,15 @@
+#pragma once
+// Text helpers shared by logs, tables, plots and CSV files.
+#include <string>
+#include <vector>
+
+namespace yolo {
+
+// One number through a printf format: format_number("%.3g", 0.12345) == "0.123".
+std::string format_number(const char* format, double value);
+
+// What a class is called in logs, labels and tables: names[cls] when the names cover it, else
+// its index.
+std::string class_name(const std::vector<std::string>& names, int cls);
+
+}  // namespace yolo

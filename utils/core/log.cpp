@@ -1,0 +1,35 @@
+#include "utils/core/log.h"
+
+#include <atomic>
+#include <iostream>
+#include <mutex>
+
+namespace yolo {
+namespace {
+std::atomic<bool> g_enabled{true};
+std::mutex g_mutex;
+std::string g_tag;  // set once at start-up, before other threads log
+}  // namespace
+
+void set_log_enabled(bool enabled) { g_enabled = enabled; }
+bool log_enabled() { return g_enabled; }
+void set_log_tag(const std::string& tag) { g_tag = tag; }
+
+void log_info(const std::string& msg) {
+  if (!g_enabled) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::cout << msg << std::endl;
+}
+
+void log_warn(const std::string& msg) {
+  if (!g_enabled) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::cerr << "WARNING: " << msg << std::endl;
+}
+
+void log_error(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::cerr << g_tag << "ERROR: " << msg << std::endl;
+}
+
+}  // namespace yolo

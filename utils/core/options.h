@@ -1,0 +1,106 @@
+#pragma once
+// The one struct that holds every `train` flag (YOLOv5 v7.0 train.py names and defaults, plus
+// --dist-backend/--dist-timeout). It round-trips through opt.yaml so --resume can restore a run.
+// The initializers below are the flags' defaults; options.cpp's flag table binds each member to
+// its flag, --help line, check and opt.yaml key.
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+namespace cxxopts {
+class Options;
+class ParseResult;
+}  // namespace cxxopts
+
+namespace yolo {
+
+struct Options {
+  std::string weights;  // YOLOv5 defaults to yolov5s.pt (downloaded); we start from scratch.
+  std::string cfg;      // model YAML; empty with empty weights means yolov5s.yaml
+  std::string data = "shapes.yaml";  // the project's generated default data
+  std::string hyp = "hyp.scratch-low.yaml";
+  int epochs = 100;
+  int batch_size = 16;  // total over all ranks
+  int imgsz = 640;
+  bool rect = false;
+  bool resume = false;
+  std::string resume_path;  // empty with resume=true: the latest last.pt under runs/
+  bool nosave = false;
+  bool noval = false;
+  bool noautoanchor = false;
+  bool noplots = false;
+  int evolve = 0;     // generations; 0 = off, bare --evolve = 300
+  std::string cache;  // "", "ram" or "disk"
+  bool image_weights = false;
+  std::string device;
+  bool multi_scale = false;
+  bool single_cls = false;
+  std::string optimizer = "SGD";
+  bool sync_bn = false;
+  int workers = 8;
+  std::string project = "runs/train";
+  std::string name = "exp";
+  bool exist_ok = false;
+  bool quad = false;
+  bool cos_lr = false;
+  double label_smoothing = 0.0;
+  int patience = 100;
+  std::vector<int> freeze{0};
+  int save_period = -1;
+  int seed = 0;
+  bool deterministic = false;  // deterministic cuDNN/algorithms instead of cuDNN autotuning
+  int local_rank = -1;
+  std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
+  int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise
+  // --nproc-per-node: 0 = no launcher, -1 = auto, else N >= 2 workers. Not in opt.yaml: the
+  // workers run without it, and a run may be resumed with or without the launcher.
+  int nproc_per_node = 0;
+  std::string save_dir;  // set once the run dir is chosen
+
+  // Flags the user gave explicitly on the command line (names without dashes).
+  std::vector<std::string> given;
+  bool was_given(const std::string& flag) const;
+};
+
+// Result of parsing argv: either options, or a help text to print (exit 0).
+struct ParsedTrainArgs {
+  Options opt;
+  bool help = false;
+  bool version = false;  // --version: print version_report() and exit 0
+  std::string help_text;
+};
+
+// Parses train's argv. Throws UsageError (exit 2) naming the flag on unknown flags, malformed or
+// out-of-range values, and (unless told not to) flags whose feature is not implemented yet.
+// Does not touch files.
+ParsedTrainArgs parse_train_args(int argc, const char* const* argv,
+                                 bool reject_unimplemented = true);
+
+// Range and choice checks on values (what parse_train_args runs after parsing); throws UsageError.
+void validate_options(const Options& opt);
+
+// Resolves --cfg/--data/--hyp bare names and checks --weights exists; throws UsageError.
+void resolve_option_files(Options& opt);
+
+// YOLOv5's check_img_size: rounds `imgsz` up to a multiple of `stride` (at least 2 * stride)
+// with a warning; throws UsageError for sizes that are not positive.
+int check_img_size(int imgsz, int stride);
+
+// Parses a val/detect command line: rewrites the aliases below, turns cxxopts errors and stray
+// arguments into UsageError naming `app`.
+cxxopts::ParseResult parse_app_args(cxxopts::Options& cli, int argc, const char* const* argv,
+                                    const std::string& app);
+
+// Rewrites argv spellings cxxopts lacks: "--img"/"--img-size" -> "--imgsz", "--batch" ->
+// "--batch-size" (also in "--flag=value" form). Used by val and detect.
+std::vector<std::string> rewrite_common_aliases(int argc, const char* const* argv);
+
+// opt.yaml (YOLOv5's key names, e.g. batch_size, sync_bn).
+YAML::Node options_to_yaml(const Options& opt);
+Options options_from_yaml(const YAML::Node& node, const std::string& context);
+void save_options(const Options& opt, const std::string& path);
+Options load_options(const std::string& path);
+
+}  // namespace yolo

@@ -1,0 +1,78 @@
+#include "utils/core/paths.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "utils/core/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+std::string project_root() {
+  if (const char* env = std::getenv("YOLO_ROOT"); env && *env) return env;
+#ifdef YOLO_SOURCE_ROOT
+  return YOLO_SOURCE_ROOT;
+#else
+  return fs::current_path().string();
+#endif
+}
+
+namespace {
+const char* kind_folder(ConfigKind kind) {
+  switch (kind) {
+    case ConfigKind::kModel:
+      return "configs/models";
+    case ConfigKind::kData:
+      return "configs/data";
+    case ConfigKind::kHyp:
+      return "hyp";
+  }
+  return "";
+}
+}  // namespace
+
+std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag) {
+  if (value.empty()) return value;
+  std::error_code ec;
+  if (fs::is_regular_file(value, ec)) return value;
+  const fs::path p(value);
+  std::vector<fs::path> tried{p};
+  if (!p.has_parent_path()) {
+    const fs::path dir = fs::path(project_root()) / kind_folder(kind);
+    std::vector<fs::path> candidates{dir / p};
+    if (p.extension() != ".yaml" && p.extension() != ".yml") {
+      candidates.push_back(dir / (value + ".yaml"));
+    }
+    for (const auto& c : candidates) {
+      if (fs::is_regular_file(c, ec)) return c.string();
+      tried.push_back(c);
+    }
+  }
+  std::string msg = flag + ": file '" + value + "' not found (looked for";
+  for (size_t i = 0; i < tried.size(); ++i) msg += (i ? ", " : " ") + tried[i].string();
+  msg += "); pass an existing file or a bare name from " + std::string(kind_folder(kind)) + "/";
+  throw UsageError(msg);
+}
+
+std::string increment_path(const std::string& path, bool exist_ok, bool mkdir) {
+  const fs::path base(path);
+  std::error_code ec;
+  if (exist_ok) {
+    if (mkdir) fs::create_directories(base);
+    return base.string();
+  }
+  for (int n = 1; n < 10000; ++n) {
+    fs::path p = n == 1 ? base : fs::path(base.string() + std::to_string(n));
+    if (fs::exists(p, ec)) continue;
+    if (!mkdir) return p.string();
+    if (p.has_parent_path()) fs::create_directories(p.parent_path());
+    // create_directory returns false when the folder appeared meanwhile: try the next number.
+    if (fs::create_directory(p)) return p.string();
+  }
+  throw std::runtime_error(path + ": no free run dir name left (exp..exp9999)");
+}
+
+}  // namespace yolo

@@ -1,0 +1,23 @@
+#pragma once
+// Where things are: the project root, bare config names (docs/ARCHITECTURE.md: looked up in
+// configs/models, configs/data and hyp), and incrementing run dirs (runs/train/exp, exp2, ...).
+#include <string>
+
+namespace yolo {
+
+enum class ConfigKind { kModel, kData, kHyp };
+
+// The project root: $YOLO_ROOT when set, else the source tree this binary was built from.
+std::string project_root();
+
+// Resolves a --cfg/--data/--hyp value. An existing path is returned as is; a bare file name
+// (no folder part, ".yaml" optional) is looked up in the folder for `kind` under the project root.
+// An empty value stays empty. Throws UsageError naming `flag` when nothing matches.
+std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag);
+
+// YOLOv5's increment_path: returns `path` if free (or `exist_ok`), else path2, path3, ...
+// With `mkdir`, the chosen folder is created; a folder created by a concurrent run in between is
+// skipped, so two runs never share a run dir.
+std::string increment_path(const std::string& path, bool exist_ok, bool mkdir);
+
+}  // namespace yolo

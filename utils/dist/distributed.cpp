@@ -1,0 +1,422 @@
+// The one file that includes c10d: LibTorch 1.13's ProcessGroupGloo/NCCL derive from
+// c10d::ProcessGroup, 2.x's from c10d::Backend (which a ProcessGroup wraps). Both expose the same
+// collectives, so the implementation holds the concrete type through `PgImpl`.
+#include "utils/dist/distributed.h"
+
+// Debian builds LibTorch with Gloo; its header hides the class unless this is defined.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef YOLO_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "utils/core/cuda_env.h"
+#include "utils/core/errors.h"
+
+namespace yolo {
+
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+using PgImpl = c10d::Backend;
+#else
+using PgImpl = c10d::ProcessGroup;
+#endif
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+int env_int(const char* name, int fallback, int min_value) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < min_value || x > (1 << 30)) {
+    throw UsageError(std::string("environment variable ") + name + "='" + v +
+                     "' is not a valid value (an integer >= " + std::to_string(min_value) +
+                     "); unset it or launch with torchrun");
+  }
+  return static_cast<int>(x);
+}
+
+// Every rank bumps a counter in the store once a second, on a connection of its own (the main
+// one may sit in a long wait), so a rank whose collective failed can name the peer that went
+// silent instead of reporting a closed socket.
+class Heartbeat {
+ public:
+  Heartbeat(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    so.isServer = false;
+    so.timeout = timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    store_ = c10::make_intrusive<c10d::PrefixStore>(
+        "/yolo_heartbeat/attempt_" + std::to_string(env.restart_count), store_);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // The ranks whose counter stands still over `window`, as "rank 1, rank 3"; "" if none or unknown.
+  std::string silent_ranks(std::chrono::milliseconds window) const {
+    try {
+      std::vector<int64_t> before;
+      for (int r = 0; r < env_.world_size; ++r) before.push_back(store_->add(key(r), 0));
+      std::this_thread::sleep_for(window);
+      std::string out;
+      for (int r = 0; r < env_.world_size; ++r) {
+        if (r != env_.rank && store_->add(key(r), 0) == before[r]) {
+          out += (out.empty() ? "rank " : ", rank ") + std::to_string(r);
+        }
+      }
+      return out;
+    } catch (const std::exception&) {
+      // Without torchrun's agent, rank 0 hosts the store: it is gone with rank 0.
+      return env_.agent_store || env_.rank == 0 ? "" : "rank 0 (it hosted the store)";
+    }
+  }
+
+ private:
+  static std::string key(int rank) { return "hb/" + std::to_string(rank); }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      try {
+        store_->add(key(env_.rank), 1);
+      } catch (const std::exception&) {
+        return;  // the store is gone; the collectives will report it
+      }
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+    }
+  }
+
+  DistEnv env_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A failed collective almost always means another rank is gone: name it when the heartbeats can.
+[[noreturn]] void collective_failed(int rank, const char* op, const std::exception& e,
+                                    const Heartbeat* hb) {
+  const auto* ce = dynamic_cast<const c10::Error*>(&e);
+  const std::string silent = hb ? hb->silent_ranks(std::chrono::milliseconds(2500)) : "";
+  throw std::runtime_error(
+      "rank " + std::to_string(rank) + ": " + op + " failed (" +
+      (ce ? ce->what_without_backtrace() : e.what()) + "): " +
+      (silent.empty() ? "another rank stopped (error, crash or kill; torchrun's summary names it)"
+                        " or did not answer within --dist-timeout"
+                      : "lost " + silent + " (no heartbeat for 2.5 s: killed, crashed or hung)"));
+}
+
+class C10dWork : public CommWork {
+ public:
+  C10dWork(c10::intrusive_ptr<c10d::Work> w, int rank, std::shared_ptr<const Heartbeat> hb)
+      : work_(std::move(w)), rank_(rank), hb_(std::move(hb)) {}
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "all-reduce", e, hb_.get());
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  int rank_;
+  std::shared_ptr<const Heartbeat> hb_;
+};
+
+class C10dGroup : public ProcessGroup {
+ public:
+  C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> job_store,
+            c10::intrusive_ptr<PgImpl> pg, std::shared_ptr<const Heartbeat> hb, int rank, int size,
+            std::string backend)
+      : store_(std::move(store)),
+        job_store_(std::move(job_store)),
+        pg_(std::move(pg)),
+        hb_(std::move(hb)),
+        rank_(rank),
+        size_(size),
+        backend_(std::move(backend)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return backend_; }
+
+  std::unique_ptr<CommWork> allreduce_sum_async(at::Tensor t) override {
+    std::vector<at::Tensor> v{std::move(t)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    PgImpl& pg = impl();
+    try {
+      return std::make_unique<C10dWork>(pg.allreduce(v, o), rank_, hb_);
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "all-reduce", e, hb_.get());
+    }
+  }
+  void broadcast(at::Tensor t, int root) override {
+    std::vector<at::Tensor> v{std::move(t)};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    PgImpl& pg = impl();
+    try {
+      pg.broadcast(v, o)->wait();
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "broadcast", e, hb_.get());
+    }
+  }
+  void barrier() override {
+    PgImpl& pg = impl();
+    try {
+      pg.barrier()->wait();
+    } catch (const std::exception& e) {
+      collective_failed(rank_, "barrier", e, hb_.get());
+    }
+  }
+  void store_set(const std::string& key, const std::string& value) override {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  }
+  std::string store_get(const std::string& key, std::chrono::milliseconds timeout) override {
+    store_->wait({key}, timeout);
+    const std::vector<uint8_t> v = store_->get(key);
+    return std::string(v.begin(), v.end());
+  }
+  void job_store_set(const std::string& key, const std::string& value) override {
+    job_store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  }
+  std::string job_store_get_or(const std::string& key, const std::string& fallback) override {
+    if (!job_store_->check({key})) return fallback;
+    const std::vector<uint8_t> v = job_store_->get(key);
+    return std::string(v.begin(), v.end());
+  }
+  void shutdown() override {
+    if (!pg_) return;
+#if TORCH_VERSION_MAJOR >= 2
+    // 2.x's NCCL group warns at exit, and may abort, when destroyed without a shutdown.
+    try {
+      pg_->shutdown();
+    } catch (const std::exception&) {
+      // Exiting anyway: a peer that is already gone cannot be shut down cleanly.
+    }
+#endif
+    pg_.reset();
+  }
+  ~C10dGroup() override { shutdown(); }
+
+ private:
+  PgImpl& impl() const {
+    if (!pg_) throw std::logic_error("a collective after the process group was shut down");
+    return *pg_;
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_, job_store_;
+  c10::intrusive_ptr<PgImpl> pg_;
+  std::shared_ptr<const Heartbeat> hb_;
+  int rank_, size_;
+  std::string backend_;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+DistEnv read_dist_env(int cli_local_rank) {
+  DistEnv e;
+  e.local_rank = env_int("LOCAL_RANK", cli_local_rank, -1);
+  if (e.local_rank == -1) return e;  // a single process
+  e.world_size = env_int("WORLD_SIZE", 1, 1);
+  e.rank = env_int("RANK", e.local_rank, 0);
+  e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size, 1);
+  if (e.rank >= e.world_size || e.local_rank >= e.local_world_size) {
+    throw UsageError(
+        "RANK=" + std::to_string(e.rank) + ", LOCAL_RANK=" + std::to_string(e.local_rank) +
+        " do not fit WORLD_SIZE=" + std::to_string(e.world_size) +
+        ", LOCAL_WORLD_SIZE=" + std::to_string(e.local_world_size) + "; launch with torchrun");
+  }
+  e.master_addr = env_or("MASTER_ADDR", "127.0.0.1");
+  e.master_port = env_int("MASTER_PORT", 29500, 1);
+  if (e.master_port > 65535) throw UsageError("MASTER_PORT must be a TCP port (1-65535)");
+  e.agent_store = env_or("TORCHELASTIC_USE_AGENT_STORE", "") == "True";
+  e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT", 0, 0);
+  e.error_file = env_or("TORCHELASTIC_ERROR_FILE", "");
+  return e;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::string& backend,
+                                                 std::chrono::milliseconds timeout,
+                                                 const c10::Device& device) {
+  if (backend != "gloo" && backend != "nccl") {
+    throw UsageError("--dist-backend must be nccl or gloo, not '" + backend + "'");
+  }
+  if (backend == "nccl") {
+    if (!nccl_compiled()) {
+      throw UsageError(
+          "--dist-backend nccl: this build has no NCCL (its LibTorch has no CUDA); rebuild with "
+          "the default LibTorch (scripts/setup.sh), or use --dist-backend gloo");
+    }
+    if (!device.is_cuda()) {
+      throw UsageError("--dist-backend nccl needs a CUDA device per rank; this rank runs on " +
+                       device.str() + " (use --dist-backend gloo, or --device with GPUs)");
+    }
+  }
+  // Before any collective: NCCL and the caching allocator work on the current device.
+  set_current_cuda_device(device);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    // torchrun's agent already serves the store; otherwise rank 0 does (our own launcher).
+    so.isServer = !env.agent_store && env.rank == 0;
+    if (so.isServer) so.numWorkers = static_cast<size_t>(env.world_size);
+    so.waitWorkers = false;
+    so.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+  } catch (const std::exception& ex) {
+    throw std::runtime_error("rank " + std::to_string(env.rank) +
+                             ": cannot reach the rendezvous store at " + env.master_addr + ":" +
+                             std::to_string(env.master_port) + " (" + ex.what() +
+                             "); check MASTER_ADDR/MASTER_PORT and that the port is free");
+  }
+  // torchrun's agent store outlives a restart of the workers: keys are per attempt (as Python's
+  // env:// rendezvous does), then per purpose.
+  const auto job_store = c10::make_intrusive<c10d::PrefixStore>("yolo_job", store);
+  if (env.agent_store) {
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(env.restart_count), store);
+  }
+  store = c10::make_intrusive<c10d::PrefixStore>("yolo", store);
+  c10::intrusive_ptr<PgImpl> pg;
+  try {
+    if (backend == "gloo") {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      const std::string ifname = env_or("GLOO_SOCKET_IFNAME", "");
+      opts->devices.push_back(ifname.empty()
+                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                  : c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
+    } else {
+#ifdef YOLO_WITH_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      auto nccl =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
+#if TORCH_VERSION_MAJOR >= 2
+      // As init_process_group(device_id=...): one communicator, for this rank's device, made now
+      // so a broken NCCL set-up fails here rather than in the first all-reduce.
+      nccl->setBoundDeviceId(device);
+      nccl->eagerConnectSingleDevice(device);
+#endif
+      pg = nccl;
+#endif
+    }
+  } catch (const std::exception& ex) {
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot create the " + backend +
+                             " process group of " + std::to_string(env.world_size) + " ranks (" +
+                             ex.what() + ")");
+  }
+  std::shared_ptr<const Heartbeat> hb;
+  try {
+    hb = std::make_shared<Heartbeat>(env, timeout);
+  } catch (const std::exception&) {
+    // Diagnostics only: without them a failure is still reported, without the lost rank's number.
+  }
+  return std::make_shared<C10dGroup>(store, job_store, pg, std::move(hb), env.rank, env.world_size,
+                                     backend);
+}
+
+void broadcast_coalesced(ProcessGroup& pg, const std::vector<at::Tensor>& tensors, int root) {
+  if (pg.size() < 2) return;
+  std::map<std::pair<int, std::string>, std::vector<at::Tensor>> by_kind;
+  for (const auto& t : tensors) {
+    if (t.defined() && t.numel() > 0) {
+      by_kind[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& kv : by_kind) {
+    std::vector<at::Tensor> flat;
+    for (const auto& t : kv.second) flat.push_back(t.detach().reshape(-1));
+    at::Tensor buf = torch::cat(flat);
+    pg.broadcast(buf, root);
+    int64_t off = 0;
+    for (auto& t : kv.second) {
+      const int64_t n = t.numel();
+      t.detach().copy_(buf.slice(0, off, off + n).view(t.sizes()));
+      off += n;
+    }
+  }
+}
+
+void write_elastic_error_file(const std::string& path, const std::string& type,
+                              const std::string& message) {
+  if (path.empty()) return;
+  // torch.distributed.elastic reads {"message": {"message": ..., "extraInfo": {...,
+  // "timestamp": ...}}} and reports the earliest failure across ranks.
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return;
+  const std::string text = type + ": " + message;
+  std::fprintf(f,
+               "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"py_callstack\": \"%s\", "
+               "\"timestamp\": \"%lld\"}}}",
+               json_escape(text).c_str(), json_escape(text).c_str(),
+               static_cast<long long>(std::time(nullptr)));
+  std::fclose(f);
+}
+
+}  // namespace yolo

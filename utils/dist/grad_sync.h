@@ -1,0 +1,63 @@
+#pragma once
+// DDP's gradient synchronisation, written on ProcessGroup (c10d's Reducer is not usable with
+// Debian's headers). Gradients go into size-capped buckets in reverse parameter order (roughly the
+// order backward produces them); a bucket's all-reduce starts from the gradient hooks as soon as
+// it is full, so communication overlaps the rest of backward. finish() waits for all of them and
+// leaves the average over ranks in every parameter's .grad.
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "utils/dist/distributed.h"
+
+namespace yolo {
+
+struct GradSyncStats {
+  double wait_seconds = 0;  // time finish() blocked on unfinished all-reduces
+  int64_t syncs = 0;        // finish() calls that reduced
+  int64_t bytes = 0;        // gradient bytes reduced per sync
+};
+
+class GradSync {
+ public:
+  // `params`: the trainable parameters, in the model's order. Bucket caps as DDP's defaults.
+  GradSync(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> params,
+           int64_t bucket_cap_bytes = 25 << 20, int64_t first_bucket_cap_bytes = 1 << 20);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Whether the next backward reduces (DDP's no_sync when false: gradients only accumulate).
+  void set_sync(bool enabled);
+  bool sync() const { return sync_; }
+  // After a reducing backward: launches what backward left (unused parameters), waits for every
+  // bucket and writes the averaged gradients. Throws when a collective fails.
+  void finish();
+
+  size_t num_buckets() const { return buckets_.size(); }
+  const GradSyncStats& stats() const { return stats_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;  // indices into params_
+    at::Tensor flat;
+    int pending = 0;
+    std::unique_ptr<CommWork> work;
+  };
+  void on_grad(size_t param, const at::Tensor& grad);
+  void launch_ready();
+  void reset_buckets();  // nothing seen, nothing launched: ready for the next backward
+
+  std::shared_ptr<ProcessGroup> pg_;
+  std::vector<at::Tensor> params_;
+  std::vector<unsigned> hooks_;
+  std::vector<size_t> bucket_of_, offset_of_;
+  std::vector<char> seen_;
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;  // buckets launch in order: every rank must issue the same sequence
+  bool sync_ = true;
+  GradSyncStats stats_;
+};
+
+}  // namespace yolo

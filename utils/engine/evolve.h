@@ -1,0 +1,35 @@
+#pragma once
+// YOLOv5 v7.0's hyperparameter evolution (train.py --evolve): each generation mutates the fittest
+// of the best five rows of evolve.csv, trains with final-epoch-only validation and no saving, and
+// appends its results; hyp_evolve.yaml holds the best hyperparameters, evolve.png their spread.
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "utils/core/hyp.h"
+#include "utils/core/options.h"
+
+namespace yolo {
+
+struct EvolveGene {
+  std::string key;
+  double gain, lower, upper;  // mutation scale (0 = fixed) and limits
+};
+
+// YOLOv5 v7.0's meta table (without 'anchors', which this trainer does not evolve).
+const std::vector<EvolveGene>& evolve_genes();
+
+// One mutation of `parent` (values in evolve_genes() order), clipped to the limits and rounded to
+// 5 decimals. Changes at least one gene with a non-zero gain.
+std::vector<double> mutate(const std::vector<double>& parent, std::mt19937_64& rng);
+
+// Picks the parent from evolve.csv rows (7 results, then genes): fitness-weighted among the 5 best.
+std::vector<double> select_parent(const std::vector<std::vector<double>>& rows,
+                                  std::mt19937_64& rng);
+
+// Runs opt.evolve generations; returns the evolve run dir. Throws UsageError with --resume or
+// under WORLD_SIZE > 1.
+std::string evolve(Options opt);
+
+}  // namespace yolo

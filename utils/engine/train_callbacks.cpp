@@ -1,0 +1,140 @@
+#include "utils/engine/train_callbacks.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "utils/core/checkpoint.h"
+#include "utils/core/format.h"
+#include "utils/core/log.h"
+#include "utils/core/results_csv.h"
+#include "utils/engine/trainer.h"
+#include "utils/eval/validator.h"
+#include "utils/viz/plots.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+ProgressLog::ProgressLog(std::vector<std::string> names)
+    : names_(std::move(names)), tty_(::isatty(STDOUT_FILENO)) {}
+
+void ProgressLog::on_train_epoch_start(int epoch) {
+  char head[128];
+  std::snprintf(head, sizeof(head), "\n%11s%11s%11s%11s%11s%11s%11s", "Epoch", "GPU_mem",
+                "box_loss", "obj_loss", "cls_loss", "Instances", "Size");
+  log_info(head);
+}
+
+void ProgressLog::on_train_batch_end(const BatchEvent& e) {
+  char buf[256], mem[32];
+  std::snprintf(mem, sizeof(mem), "%.3gG", e.gpu_mem_gb);  // YOLOv5: f'{reserved / 1E9:.3g}G'
+  const at::Tensor& m = *e.mean_loss;
+  std::snprintf(buf, sizeof(buf), "%11s%11s%11.4g%11.4g%11.4g%11lld%11lld",
+                (std::to_string(e.epoch) + "/" + std::to_string(e.epochs - 1)).c_str(), mem,
+                m[0].item<double>(), m[1].item<double>(), m[2].item<double>(),
+                static_cast<long long>(e.targets->size(0)),
+                static_cast<long long>(e.images->size(3)));
+  line_ = buf;
+  if (tty_ && log_enabled()) {
+    std::printf("\r%s %lld/%lld", line_.c_str(), static_cast<long long>(e.i + 1),
+                static_cast<long long>(e.nb));
+    std::fflush(stdout);
+  }
+}
+
+void ProgressLog::on_train_epoch_end(int epoch, const EpochTiming& t) {
+  if (tty_ && log_enabled()) std::printf("\r");
+  log_info(line_);
+  const auto f1 = [](double v) { return format_number("%.1f", v); };
+  log_info(
+      "  " + std::to_string(t.images) + " images in " + f1(t.seconds) + " s (" +
+      f1(t.images / std::max(t.seconds, 1e-9)) + " img/s): data " + f1(t.data) +
+      " s, forward+loss " + f1(t.forward) + " s, backward " + f1(t.backward) +
+      " s, optimizer+EMA " + f1(t.optimizer) + " s" +
+      (t.distributed ? ", all-reduce wait " + format_number("%.2f", t.sync) + " s (rank 0)" : ""));
+}
+
+void ProgressLog::on_val_end(const ValResult& r, bool final_validation) {
+  log_info(format_val_table(r, names_, final_validation));
+}
+
+void ProgressLog::on_train_end(int epochs_run, double seconds) {
+  log_info("\n" + std::to_string(epochs_run) + " epochs completed in " +
+           format_number("%.3f", seconds / 3600) + " hours.");
+}
+
+void ResultsLog::on_fit_epoch_end(const EpochReport& r) {
+  std::vector<double> row{static_cast<double>(r.epoch)};
+  row.insert(row.end(), r.train_loss.begin(), r.train_loss.end());
+  row.insert(row.end(), r.metrics.begin(), r.metrics.end());
+  row.insert(row.end(), r.lr.begin(), r.lr.end());
+  append_csv_row(path_, results_csv_columns(), row);
+}
+
+Checkpointer::Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave,
+                           int save_period)
+    : paths_(std::move(paths)),
+      make_(std::move(make)),
+      nosave_(nosave),
+      save_period_(save_period) {}
+
+void Checkpointer::on_fit_epoch_end(const EpochReport& r) {
+  if (nosave_ && !r.final_epoch && !r.stop_requested) return;
+  const Checkpoint ck = make_(r.epoch);
+  save_checkpoint(ck, paths_.last);
+  if (r.is_best) save_checkpoint(ck, paths_.best);
+  if (save_period_ > 0 && r.epoch % save_period_ == 0) {
+    save_checkpoint(ck, paths_.epoch_checkpoint(r.epoch));
+  }
+}
+
+void Checkpointer::on_interrupt(int done_epoch, bool epoch_complete) {
+  // A complete epoch was saved by on_fit_epoch_end unless --nosave skipped it.
+  if (!epoch_complete || nosave_) save_checkpoint(make_(done_epoch), paths_.last);
+}
+
+void Checkpointer::on_train_end(int epochs_run, double seconds) {
+  // YOLOv5 strips the optimizer from the final weights unless periodic checkpoints were asked for.
+  if (save_period_ >= 1) return;
+  for (const std::string& f : {paths_.last, paths_.best}) {
+    if (fs::exists(f)) strip_optimizer(f);
+  }
+}
+
+RunPlots::RunPlots(std::string save_dir, std::vector<std::string> names,
+                   std::vector<std::array<float, 5>> labels)
+    : save_dir_(std::move(save_dir)), names_(std::move(names)), labels_(std::move(labels)) {}
+
+void RunPlots::on_train_start() {
+  plot_labels(labels_, names_, (fs::path(save_dir_) / "labels.jpg").string());
+}
+
+void RunPlots::on_train_batch_end(const BatchEvent& e) {
+  if (e.ni >= 3) return;
+  plot_images(*e.images, *e.targets, *e.paths, names_,
+              (fs::path(save_dir_) / ("train_batch" + std::to_string(e.ni) + ".jpg")).string());
+}
+
+void RunPlots::on_train_end(int epochs_run, double seconds) {
+  const fs::path dir(save_dir_);
+  plot_results((dir / "results.csv").string(), (dir / "results.png").string());
+}
+
+void add_rank0_callbacks(Trainer& trainer) {
+  const TrainSetup& s = trainer.setup();
+  trainer.add_callback(std::make_unique<ProgressLog>(s.names));
+  trainer.add_callback(std::make_unique<ResultsLog>(s.paths.results_csv()));
+  trainer.add_callback(std::make_unique<Checkpointer>(
+      s.paths, [&trainer](int epoch) { return trainer.make_checkpoint(epoch); }, s.opt.nosave,
+      s.opt.save_period));
+  if (s.opt.noplots) return;
+  std::vector<std::array<float, 5>> labels;
+  for (const auto& ls : s.train_set->labels()) {
+    for (const auto& l : ls) labels.push_back({l.cls, l.cx, l.cy, l.w, l.h});
+  }
+  trainer.add_callback(std::make_unique<RunPlots>(s.paths.save_dir, s.names, std::move(labels)));
+}
+
+}  // namespace yolo

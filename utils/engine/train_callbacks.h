@@ -1,0 +1,78 @@
+#pragma once
+// The rank-0 side of training: console progress, results.csv, checkpoints and plots, each a
+// Callback the Trainer calls at its events. train() registers them on rank 0 only.
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "utils/engine/callbacks.h"
+#include "utils/engine/train_setup.h"
+
+namespace yolo {
+
+struct Checkpoint;
+class Trainer;
+
+// YOLOv5's console: the epoch header, a progress line per batch (redrawn in place on a terminal),
+// the epoch's timing, the validation tables and the closing line.
+class ProgressLog : public Callback {
+ public:
+  explicit ProgressLog(std::vector<std::string> names);
+  void on_train_epoch_start(int epoch) override;
+  void on_train_batch_end(const BatchEvent& e) override;
+  void on_train_epoch_end(int epoch, const EpochTiming& t) override;
+  void on_val_end(const ValResult& r, bool final_validation) override;
+  void on_train_end(int epochs_run, double seconds) override;
+
+ private:
+  std::vector<std::string> names_;
+  bool tty_;
+  std::string line_;
+};
+
+// results.csv: one row per epoch in YOLOv5's columns.
+class ResultsLog : public Callback {
+ public:
+  explicit ResultsLog(std::string csv_path) : path_(std::move(csv_path)) {}
+  void on_fit_epoch_end(const EpochReport& r) override;
+
+ private:
+  std::string path_;
+};
+
+// last.pt every epoch (only the final one with --nosave), best.pt when the fitness improves,
+// epochN.pt every --save-period epochs; last.pt on a stop; optimizer stripped at the end.
+class Checkpointer : public Callback {
+ public:
+  Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave, int save_period);
+  void on_fit_epoch_end(const EpochReport& r) override;
+  void on_interrupt(int done_epoch, bool epoch_complete) override;
+  void on_train_end(int epochs_run, double seconds) override;
+
+ private:
+  RunPaths paths_;
+  std::function<Checkpoint(int)> make_;
+  bool nosave_;
+  int save_period_;
+};
+
+// labels.jpg, train_batch0-2.jpg and results.png.
+class RunPlots : public Callback {
+ public:
+  RunPlots(std::string save_dir, std::vector<std::string> names,
+           std::vector<std::array<float, 5>> labels);
+  void on_train_start() override;
+  void on_train_batch_end(const BatchEvent& e) override;
+  void on_train_end(int epochs_run, double seconds) override;
+
+ private:
+  std::string save_dir_;
+  std::vector<std::string> names_;
+  std::vector<std::array<float, 5>> labels_;  // cls, cx, cy, w, h of every training label
+};
+
+// What rank 0 registers: progress, results.csv, checkpoints and (unless --noplots) plots.
+void add_rank0_callbacks(Trainer& trainer);
+
+}  // namespace yolo

@@ -1,0 +1,74 @@
+#include "utils/engine/train_main.h"
+
+#include <c10/util/Exception.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include "utils/core/cuda_env.h"
+#include "utils/core/errors.h"
+#include "utils/core/options.h"
+#include "utils/dist/distributed.h"
+#include "utils/dist/launcher.h"
+#include "utils/engine/evolve.h"
+#include "utils/engine/trainer.h"
+
+namespace yolo {
+
+namespace {
+// First Ctrl-C / SIGTERM: finish the step, save last.pt, exit non-zero. The same signal again
+// kills. The other one is ignored: Ctrl-C on torchrun sends SIGINT from the terminal and then
+// SIGTERM from torchrun to every worker, and that must still save.
+extern "C" void on_stop_signal(int sig) {
+  static volatile std::sig_atomic_t first = 0;
+  if (first == sig) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  if (first != 0) return;
+  first = sig;
+  request_stop();
+}
+
+// Under torchrun, the error file lets torchrun report this rank's real error (not just an exit
+// status).
+void report_to_torchrun(const std::exception& e) {
+  const char* file = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (!file || !*file) return;
+  std::string type = "RuntimeError", what = e.what();
+  if (dynamic_cast<const UsageError*>(&e)) type = "UsageError";
+  if (dynamic_cast<const TrainingInterrupted*>(&e)) type = "TrainingInterrupted";
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
+  write_elastic_error_file(file, type, what);
+}
+}  // namespace
+
+int train_main(int argc, char** argv) {
+  const ParsedTrainArgs args = parse_train_args(argc, argv);
+  if (args.help) {
+    std::cout << args.help_text;
+    return 0;
+  }
+  if (args.version) {
+    std::cout << version_report();
+    return 0;
+  }
+  if (args.opt.nproc_per_node != 0) return run_launcher(args.opt, argc, argv);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  try {
+    if (args.opt.evolve > 0) {
+      evolve(args.opt);
+    } else {
+      train(args.opt);
+    }
+  } catch (const std::exception& e) {
+    report_to_torchrun(e);
+    throw;
+  }
+  return 0;
+}
+
+}  // namespace yolo

@@ -1,0 +1,363 @@
+#include "utils/engine/train_setup.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "data/dataset_config.h"
+#include "models/weights.h"
+#include "utils/core/checkpoint.h"
+#include "utils/core/cuda_env.h"
+#include "utils/core/errors.h"
+#include "utils/core/format.h"
+#include "utils/core/log.h"
+#include "utils/core/paths.h"
+#include "utils/core/yaml_io.h"
+#include "utils/dist/distributed.h"
+#include "utils/dist/sync_batchnorm.h"
+#include "utils/engine/autoanchor.h"
+#include "utils/engine/optim.h"
+#include "utils/engine/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+Options resume_options(const Options& cli, bool strict) {
+  const std::string ckpt = cli.resume_path.empty() ? latest_run() : cli.resume_path;
+  std::error_code ec;
+  if (!fs::is_regular_file(ckpt, ec)) {
+    throw UsageError("--resume: checkpoint '" + ckpt + "' not found");
+  }
+  const fs::path run_dir = fs::absolute(ckpt).parent_path().parent_path();
+  const fs::path opt_yaml = run_dir / "opt.yaml";
+  if (!fs::is_regular_file(opt_yaml, ec)) {
+    throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
+                     " must sit in a run dir's weights/ folder");
+  }
+  static const std::set<std::string> kMayChange = {"resume",        "device",       "workers",
+                                                   "local_rank",    "dist-backend", "dist-timeout",
+                                                   "nproc-per-node"};
+  for (const auto& flag : cli.given) {
+    if (strict && !kMayChange.count(flag)) {
+      throw UsageError("--" + flag + " cannot be changed when resuming (the run continues with " +
+                       "the options in " + opt_yaml.string() +
+                       "); only --device, --workers and the distributed flags may be given");
+    }
+  }
+  Options o = load_options(opt_yaml.string());
+  o.resume = true;
+  o.resume_path = ckpt;
+  o.save_dir = run_dir.string();
+  o.given = cli.given;
+  for (const auto& flag : cli.given) {
+    if (flag == "device") o.device = cli.device;
+    if (flag == "workers") o.workers = cli.workers;
+    if (flag == "local_rank") o.local_rank = cli.local_rank;
+    if (flag == "dist-backend") o.dist_backend = cli.dist_backend;
+    if (flag == "dist-timeout") o.dist_timeout = cli.dist_timeout;
+  }
+  const fs::path hyp_copy = run_dir / "hyp.yaml";
+  if (fs::is_regular_file(hyp_copy, ec)) o.hyp = hyp_copy.string();  // the run's own copy
+  return o;
+}
+
+namespace {
+
+// Options in force, files resolved, device chosen and the process group up. After a torchrun
+// restart (--max_restarts) the run continues from its last.pt.
+void resolve_run(TrainSetup& s, Options opt) {
+  if (opt.resume) opt = resume_options(opt);
+  resolve_option_files(opt);
+  s.dist = start_distributed(opt, s.dev);
+  if (!opt.resume) {
+    const std::string ckpt = s.dist.restart_checkpoint();
+    if (!ckpt.empty()) {
+      log_info("torchrun restart " + std::to_string(s.dist.env().restart_count) + ": resuming " +
+               ckpt);
+      Options cli = opt;
+      cli.resume = true;
+      cli.resume_path = ckpt;
+      opt = resume_options(cli, false);
+      resolve_option_files(opt);
+    }
+  }
+  s.opt = std::move(opt);
+  log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + s.dev.description);
+  if (s.opt.sync_bn && !s.dist.active()) {
+    log_warn("--sync-bn is only used in DDP mode; ignored for this single process");
+  }
+  // YOLOv5's init_seeds(seed + 1 + RANK); DDP then copies rank 0's weights to every rank.
+  torch::manual_seed(s.opt.seed + 1 + std::max(s.dist.rank(), 0));
+  configure_cudnn(s.opt.deterministic);
+}
+
+// Hyperparameters and the run dir (rank 0 picks it; a resume keeps the run's own).
+void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
+  Options& opt = s.opt;
+  s.hyp = load_hyp(opt.hyp);
+  std::string line = "hyperparameters: ";
+  for (const auto& k : required_hyp_keys()) {
+    line +=
+        (k == required_hyp_keys().front() ? "" : ", ") + k + "=" + format_number("%g", s.hyp.at(k));
+  }
+  log_info(line);
+  const bool rank0 = s.dist.is_rank0();
+  if (opt.resume) {
+    resume_ckpt = load_checkpoint(opt.resume_path);
+  } else if (rank0) {
+    opt.save_dir = increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
+  }
+  opt.save_dir = s.dist.from_rank0("save_dir", opt.save_dir);  // only rank 0 writes there
+  s.dist.remember_run_dir(opt.save_dir);
+  const fs::path wdir = fs::path(opt.save_dir) / "weights";
+  if (rank0) fs::create_directories(wdir);
+  s.paths = {opt.save_dir, wdir.string(), (wdir / "last.pt").string(), (wdir / "best.pt").string()};
+  if (opt.resume) {
+    if (resume_ckpt.epoch + 1 >= opt.epochs) {
+      log_info(opt.resume_path + " training to " + std::to_string(opt.epochs) +
+               " epochs is finished, nothing to resume.");
+      s.already_finished = true;
+      s.resume.start_epoch = static_cast<int>(resume_ckpt.epoch) + 1;
+      s.resume.best_fitness = resume_ckpt.best_fitness;
+      return;
+    }
+    if (!resume_ckpt.has_optimizer() || resume_ckpt.train_model.empty()) {
+      throw std::runtime_error(opt.resume_path +
+                               ": has no optimizer state (a stripped best.pt or final last.pt) "
+                               "and cannot be resumed; resume from an interrupted run's last.pt");
+    }
+  } else if (rank0) {
+    save_yaml_file(hyp_to_yaml(s.hyp), (fs::path(opt.save_dir) / "hyp.yaml").string());
+    save_options(opt, (fs::path(opt.save_dir) / "opt.yaml").string());
+  }
+  s.opt_text = yaml_dump(options_to_yaml(opt));
+  s.hyp_text = yaml_dump(hyp_to_yaml(s.hyp));
+}
+
+// --freeze 10 freezes layers 0..9, --freeze 0 1 2 those layers.
+void freeze_layers(DetectionModel& model, const std::vector<int>& freeze) {
+  std::vector<int> layers;
+  if (freeze.size() > 1) {
+    layers = freeze;
+  } else if (!freeze.empty()) {
+    for (int i = 0; i < freeze[0]; ++i) layers.push_back(i);
+  }
+  for (auto& kv : model->named_parameters()) {
+    for (int l : layers) {
+      if (kv.key().rfind("model." + std::to_string(l) + ".", 0) == 0) {
+        kv.value().set_requires_grad(false);
+        break;
+      }
+    }
+  }
+}
+
+// The dataset (downloaded or generated by rank 0 first) and the model on its device.
+void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
+  const Options& opt = s.opt;
+  s.data = load_dataset_config(opt.data);
+  ensure_dataset(s.data, s.dist.is_rank0(), s.dist.rank0_first("dataset"));
+  s.names = opt.single_cls ? std::vector<std::string>{"item"} : s.data.names;
+  s.nc = opt.single_cls ? 1 : s.data.nc;
+  s.model = build_model(opt.cfg, s.nc);
+  if (opt.resume) {
+    const LoadReport r = load_state_dict(*s.model, resume_ckpt.train_model);
+    if (r.transferred != r.total) {
+      throw std::runtime_error(opt.resume_path + ": the checkpoint does not match the model " +
+                               opt.cfg + " (" + std::to_string(r.transferred) + "/" +
+                               std::to_string(r.total) + " entries)");
+    }
+  } else if (!opt.weights.empty()) {
+    load_weights(*s.model, opt.weights);
+  }
+  s.model->to(s.dev.device);
+  log_info(s.model->summary());
+  freeze_layers(s.model, opt.freeze);
+  s.stride = s.model->max_stride();
+  s.imgsz = check_img_size(opt.imgsz, s.stride);
+}
+
+// YOLOv5's optimizer: nominal batch 64, weight decay scaled to it, three parameter groups.
+void build_optimizer(TrainSetup& s) {
+  Hyp& hyp = s.hyp;
+  Schedule& sc = s.schedule;
+  sc.batch_size = s.opt.batch_size;
+  sc.accumulate = std::max(
+      static_cast<int>(std::nearbyint(static_cast<double>(kNominalBatch) / sc.batch_size)), 1);
+  hyp.weight_decay = hyp.weight_decay * sc.batch_size * sc.accumulate / kNominalBatch;
+  const ParamGroups groups = split_param_groups(*s.model);
+  s.optimizer = make_optimizer(s.opt.optimizer, groups, hyp.lr0, hyp.momentum, hyp.weight_decay);
+  log_info("optimizer: " + s.opt.optimizer + "(lr=" + format_number("%g", hyp.lr0) +
+           ") with parameter groups " + std::to_string(groups.bn.size()) + " weight(decay=0.0), " +
+           std::to_string(groups.weight.size()) +
+           " weight(decay=" + format_number("%g", hyp.weight_decay) + "), " +
+           std::to_string(groups.bias.size()) + " bias");
+  sc.lf = lr_lambda(s.opt.cos_lr, s.opt.epochs, hyp.lrf);
+  sc.lr0 = hyp.lr0;
+  sc.warmup_epochs = hyp.warmup_epochs;
+  sc.warmup_bias_lr = hyp.warmup_bias_lr;
+  sc.warmup_momentum = hyp.warmup_momentum;
+  sc.momentum = hyp.momentum;
+  for (size_t g = 0; g < 3; ++g) set_group_lr(*s.optimizer, g, sc.lr0 * sc.lf(0));
+}
+
+// The augmentation settings of the hyperparameters read at start (ranges checked, errors name the
+// hyp file and key).
+AugmentHyp augment_hyp(const Hyp& hyp, const std::string& hyp_path) {
+  std::map<std::string, double> values;
+  for (const auto& k : required_hyp_keys()) values[k] = hyp.at(k);
+  return AugmentHyp::from_map(values, hyp_path);
+}
+
+// The training loader (this rank's share of the batch) and, on rank 0, the validation loader.
+void build_loaders(TrainSetup& s) {
+  const Options& opt = s.opt;
+  const DatasetConfig& data = s.data;
+  const int world = s.dist.world_size();
+  const int rank_batch = opt.batch_size / world;
+  DatasetOptions tr;
+  tr.imgsz = s.imgsz;
+  tr.batch_size = rank_batch;
+  tr.augment = true;
+  tr.rect = opt.rect;
+  tr.single_cls = opt.single_cls;
+  tr.stride = s.stride;
+  tr.pad = 0.0;
+  tr.cache = opt.cache;
+  tr.hyp = augment_hyp(s.hyp, opt.hyp);
+  tr.nc = s.nc;
+  tr.is_rank0 = s.dist.is_rank0();
+  tr.barrier = s.dist.rank0_first("train_labels");
+  s.train_set = std::make_shared<YoloDataset>(data.train, tr);
+  LoaderOptions tl;
+  tl.batch_size = rank_batch;
+  tl.world_size = world;
+  tl.rank = std::max(s.dist.rank(), 0);
+  tl.workers = opt.workers;
+  tl.shuffle = !opt.rect;
+  tl.seed = static_cast<uint64_t>(opt.seed);
+  s.train_loader = std::make_unique<DataLoader>(s.train_set, tl);
+  if (!s.dist.is_rank0()) return;  // validation runs on rank 0 only
+  DatasetOptions va = tr;
+  va.augment = false;
+  va.rect = true;
+  va.pad = 0.5;
+  va.batch_size = rank_batch * 2;
+  va.hyp = AugmentHyp::none();
+  va.is_rank0 = true;
+  va.barrier = {};
+  LoaderOptions vl = tl;
+  vl.batch_size = rank_batch * 2;
+  vl.shuffle = false;
+  vl.world_size = 1;
+  vl.rank = 0;
+  s.val_loader = std::make_unique<DataLoader>(std::make_shared<YoloDataset>(data.val, va), vl);
+}
+
+// AutoAnchor on rank 0 (DDP copies its anchors to the other ranks); a resumed model keeps its own.
+void check_model_anchors(TrainSetup& s) {
+  if (s.opt.noautoanchor || s.opt.resume || !s.dist.is_rank0()) return;
+  std::vector<std::array<float, 2>> image_wh;
+  std::vector<std::vector<std::array<float, 2>>> labels_wh;
+  for (size_t i = 0; i < s.train_set->size(); ++i) {
+    const cv::Size sz = s.train_set->image_sizes()[i];
+    image_wh.push_back({static_cast<float>(sz.width), static_cast<float>(sz.height)});
+    std::vector<std::array<float, 2>> wh;
+    for (const auto& l : s.train_set->labels()[i]) wh.push_back({l.w, l.h});
+    labels_wh.push_back(std::move(wh));
+  }
+  auto det = s.model->detect();
+  const at::Tensor stride = det->stride.to(s.dev.device).view({-1, 1, 1});
+  const AutoAnchorResult aa =
+      check_anchors(image_wh, labels_wh, (det->anchors * stride).cpu(), s.model->strides(),
+                    s.hyp.anchor_t, s.imgsz, static_cast<uint64_t>(s.opt.seed));
+  log_info(aa.message);
+  if (aa.replaced) {
+    torch::NoGradGuard no_grad;
+    det->anchors.copy_(aa.anchors_px.to(det->anchors.device()) / stride);
+  }
+}
+
+// The EMA on rank 0 (a second instance of the model, made after AutoAnchor so that it starts with
+// the anchors), then a resumed run's EMA, optimizer and counters.
+void build_ema_and_resume(TrainSetup& s, const Checkpoint& resume_ckpt) {
+  const bool rank0 = s.dist.is_rank0();
+  if (rank0) {
+    s.ema_model = DetectionModel(s.model->spec());
+    s.ema_model->to(s.dev.device);
+    s.ema = std::make_unique<ModelEMA>(s.ema_model.ptr(), *s.model);
+  }
+  if (!s.opt.resume) return;
+  if (rank0) {
+    load_state_dict(*s.ema_model, resume_ckpt.model);
+    s.ema->set_updates(resume_ckpt.ema_updates);
+  }
+  load_optimizer_state(*s.optimizer, s.opt.optimizer, resume_ckpt.optimizer);
+  s.resume.start_epoch = static_cast<int>(resume_ckpt.epoch) + 1;
+  s.resume.best_fitness = resume_ckpt.best_fitness;
+  s.resume.last_opt_step = resume_ckpt.last_opt_step;
+  log_info("Resuming training from " + s.opt.resume_path + " from epoch " +
+           std::to_string(s.resume.start_epoch) + " to " + std::to_string(s.opt.epochs) +
+           " total epochs");
+}
+
+// DDP: SyncBatchNorm (same tensors, so the optimizer keeps them), rank 0's weights and buffers
+// (anchors included) on every rank, and gradient all-reduce hooks. Several GPUs without torchrun:
+// DataParallel in this process, as YOLOv5 does.
+void wrap_parallel(TrainSetup& s) {
+  DetectionModel& model = s.model;
+  if (s.dist.active()) {
+    if (s.opt.sync_bn) {
+      const int n = convert_sync_batchnorm(*model, s.dist.group());
+      log_info("Using SyncBatchNorm() for " + std::to_string(n) + " layers");
+    }
+    std::vector<at::Tensor> state = model->parameters();
+    for (const auto& b : model->buffers()) state.push_back(b);
+    broadcast_coalesced(*s.dist.group(), state, 0);
+    if (!s.opt.sync_bn) s.ddp_buffers = model->buffers();
+    std::vector<at::Tensor> trainable;
+    for (const auto& p : model->parameters()) {
+      if (p.requires_grad()) trainable.push_back(p);
+    }
+    s.grad_sync = std::make_unique<GradSync>(s.dist.group(), trainable);
+  }
+  if (!s.dist.active() && s.dev.cuda_ids.size() > 1) {
+    log_warn(
+        "DP not recommended, use torchrun (or --nproc-per-node) for best DDP Multi-GPU "
+        "results; see the README's multi-process section");
+    std::vector<torch::Device> devices;
+    for (int id : s.dev.cuda_ids) {
+      devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
+    }
+    s.dp = std::make_unique<DataParallel>(model, devices);
+  }
+}
+
+}  // namespace
+
+TrainSetup set_up_training(Options opt) {
+  TrainSetup s;
+  resolve_run(s, std::move(opt));
+  Checkpoint resume_ckpt;
+  prepare_run_dir(s, resume_ckpt);
+  if (s.already_finished) return s;
+  build_run_model(s, resume_ckpt);
+  build_optimizer(s);
+  build_loaders(s);
+  check_model_anchors(s);
+  build_ema_and_resume(s, resume_ckpt);
+  wrap_parallel(s);
+  // Mixed precision on CUDA, as YOLOv5 (its check_amp passes on any CUDA device we support).
+  s.amp = s.dev.device.is_cuda();
+  if (s.amp) log_info("AMP: mixed precision (autocast + gradient scaling) on " + s.dev.description);
+  const int nl = s.model->detect()->nl;
+  const LossGains gains = scale_loss_gains(s.hyp, nl, s.nc, s.imgsz, s.opt.label_smoothing);
+  s.loss = std::make_unique<ComputeLoss>(gains, s.nc, s.model->detect()->anchors);
+  return s;
+}
+
+}  // namespace yolo

@@ -1,0 +1,93 @@
+#pragma once
+// Everything a training run is made of, built once before the first epoch: the options in force
+// (a --resume's own), the process group, the run dir, data, model, EMA, optimizer and schedule,
+// loaders, DDP/DataParallel wrappers and the loss. set_up_training() builds it in YOLOv5's order
+// (the order matters: each step draws from the same seeded random generator).
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/dataset_config.h"
+#include "data/loader.h"
+#include "models/yolo.h"
+#include "utils/core/device.h"
+#include "utils/core/hyp.h"
+#include "utils/core/options.h"
+#include "utils/dist/data_parallel.h"
+#include "utils/dist/ddp_setup.h"
+#include "utils/dist/grad_sync.h"
+#include "utils/engine/ema.h"
+#include "utils/eval/loss.h"
+
+namespace yolo {
+
+constexpr int kNominalBatch = 64;  // YOLOv5's nbs: gradients accumulate to this batch
+
+// Files of the run: <project>/<name>/ and its weights/.
+struct RunPaths {
+  std::string save_dir, weights_dir, last, best;
+  std::string results_csv() const { return save_dir + "/results.csv"; }
+  std::string epoch_checkpoint(int epoch) const {
+    return weights_dir + "/epoch" + std::to_string(epoch) + ".pt";
+  }
+};
+
+// The learning-rate schedule and gradient accumulation (YOLOv5's warmup and lf).
+struct Schedule {
+  std::function<double(double)> lf;  // epoch -> factor of lr0
+  double lr0 = 0.01;
+  int batch_size = 16;       // total over the ranks
+  int accumulate = 1;        // batches per optimizer step after warmup
+  double warmup_epochs = 3;  // in epochs; at least 100 batches
+  double warmup_bias_lr = 0.1, warmup_momentum = 0.8, momentum = 0.937;
+};
+
+// Where a resumed run continues from; a fresh run starts at epoch 0.
+struct ResumePoint {
+  int start_epoch = 0;
+  int64_t last_opt_step = -1;
+  double best_fitness = 0.0;
+};
+
+struct TrainSetup {
+  Options opt;  // the options in force, with the files resolved
+  DeviceSelection dev;
+  DistContext dist;
+  Hyp hyp;
+  std::string opt_text, hyp_text;  // opt.yaml and hyp.yaml as saved into checkpoints
+  RunPaths paths;
+  DatasetConfig data;
+  std::vector<std::string> names;
+  int nc = 0, imgsz = 0, stride = 32;
+  DetectionModel model{nullptr};
+  DetectionModel ema_model{nullptr};  // rank 0 only
+  std::unique_ptr<ModelEMA> ema;      // rank 0 only
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  Schedule schedule;
+  std::shared_ptr<YoloDataset> train_set;
+  std::unique_ptr<DataLoader> train_loader;
+  std::unique_ptr<DataLoader> val_loader;  // rank 0 only
+  std::unique_ptr<GradSync> grad_sync;     // DDP
+  std::vector<at::Tensor> ddp_buffers;     // broadcast before each forward without SyncBN
+  std::unique_ptr<DataParallel> dp;        // several GPUs in one process
+  bool amp = false;
+  std::unique_ptr<ComputeLoss> loss;
+  ResumePoint resume;
+  bool already_finished = false;  // --resume of a run that trained all its epochs
+};
+
+// Builds the run from the command line's options: resume merging, files, device and process
+// group, run dir (opt.yaml, hyp.yaml), data, model, optimizer, loaders, AutoAnchor, EMA, resume
+// state, DDP and AMP. Throws UsageError for bad flags, std::runtime_error for bad files.
+TrainSetup set_up_training(Options opt);
+
+// --resume: the run's own options (opt.yaml beside weights/), with only the flags that may differ
+// between machines taken from this command line. `strict` = false accepts the other flags too
+// (a restart by torchrun repeats the run's own command line).
+Options resume_options(const Options& cli, bool strict = true);
+
+}  // namespace yolo

@@ -1,0 +1,367 @@
+#include "utils/engine/trainer.h"
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "models/weights.h"
+#include "utils/core/checkpoint.h"
+#include "utils/core/cuda_env.h"
+#include "utils/core/errors.h"
+#include "utils/core/log.h"
+#include "utils/core/stopwatch.h"
+#include "utils/dist/distributed.h"
+#include "utils/engine/optim.h"
+#include "utils/engine/train_callbacks.h"
+#include "utils/eval/metrics.h"
+#include "utils/eval/validator.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+namespace {
+std::atomic<bool> g_stop{false};
+}  // namespace
+
+void request_stop() { g_stop.store(true); }
+bool stop_requested() { return g_stop.load(); }
+
+std::string latest_run(const std::string& search_dir) {
+  std::error_code ec;
+  fs::path best;
+  fs::file_time_type best_time{};
+  if (fs::is_directory(search_dir, ec)) {
+    for (auto it = fs::recursive_directory_iterator(search_dir, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      const std::string name = it->path().filename().string();
+      if (it->is_regular_file(ec) && name.rfind("last", 0) == 0 &&
+          it->path().extension() == ".pt") {
+        const auto t = fs::last_write_time(it->path(), ec);
+        if (best.empty() || t > best_time) {
+          best = it->path();
+          best_time = t;
+        }
+      }
+    }
+  }
+  if (best.empty()) {
+    throw UsageError("--resume: no last.pt found under " + search_dir +
+                     "/; pass the checkpoint: --resume path/to/last.pt");
+  }
+  return best.string();
+}
+
+std::string out_of_memory_message(const Options& opt, int world_size, const std::string& what) {
+  const int per_gpu = opt.batch_size / std::max(world_size, 1);
+  return "CUDA out of memory training with --batch-size " + std::to_string(opt.batch_size) + " (" +
+         std::to_string(per_gpu) + " images per GPU) at --imgsz " + std::to_string(opt.imgsz) +
+         ": lower --batch-size (e.g. --batch-size " +
+         std::to_string(std::max(opt.batch_size / 2, 1)) +
+         ") or --imgsz, or use a smaller --cfg; weights/last.pt, if any, is unchanged (" +
+         what.substr(0, what.find('\n')) + ")";
+}
+
+bool EarlyStopping::operator()(int epoch, double fitness) {
+  if (fitness >= best_fitness_) {
+    best_epoch_ = epoch;
+    best_fitness_ = fitness;
+  }
+  const int delta = epoch - best_epoch_;
+  possible_stop = delta >= patience_ - 1;
+  const bool stop = delta >= patience_;
+  if (stop) {
+    log_info("Stopping training early as no improvement observed in last " +
+             std::to_string(patience_) + " epochs. Best results observed at epoch " +
+             std::to_string(best_epoch_) + ", best model saved as best.pt.");
+  }
+  return stop;
+}
+
+Trainer::Trainer(TrainSetup setup)
+    : s_(std::move(setup)),
+      scaler_(s_.amp),
+      last_opt_step_(s_.resume.last_opt_step),
+      best_fitness_(s_.resume.best_fitness),
+      maps_(s_.nc, 0.0),
+      stopper_(s_.opt.patience) {
+  params_ = s_.model->parameters();
+  nb_ = static_cast<int64_t>(s_.train_loader->num_batches());
+  nw_ = std::max<int64_t>(std::llround(s_.schedule.warmup_epochs * nb_), 100);
+}
+
+Checkpoint Trainer::make_checkpoint(int done_epoch) const {
+  Checkpoint ck;
+  ck.epoch = done_epoch;
+  ck.best_fitness = best_fitness_;
+  ck.model = state_dict(*s_.ema_model);
+  ck.train_model = state_dict(*s_.model);
+  ck.last_opt_step = last_opt_step_;
+  ck.optimizer = optimizer_state(*s_.optimizer, s_.opt.optimizer);
+  ck.ema_updates = s_.ema->updates();
+  ck.opt = s_.opt_text;
+  ck.hyp = s_.hyp_text;
+  return ck;
+}
+
+TrainSummary Trainer::fit(const TrainHooks& hooks) {
+  const Options& opt = s_.opt;
+  TrainSummary summary;
+  summary.save_dir = opt.save_dir;
+  log_info("Image sizes " + std::to_string(s_.imgsz) + " train, " + std::to_string(s_.imgsz) +
+           " val\nUsing " + std::to_string(s_.train_loader->workers()) +
+           " dataloader workers\nLogging results to " + opt.save_dir + "\nStarting training for " +
+           std::to_string(opt.epochs) + " epochs...");
+  callbacks_.train_start();
+  const Stopwatch clock;
+  for (int epoch = s_.resume.start_epoch; epoch < opt.epochs; ++epoch) {
+    EpochReport report{epoch, opt.epochs};
+    report.train_loss = train_one_epoch(epoch);
+    report.lr = step_lr(epoch);
+    validate(report);
+    decide_best(report);
+    callbacks_.fit_epoch_end(report);  // results.csv, last.pt/best.pt
+    summary.epochs_run = epoch + 1;
+    summary.last_results = results_;
+    if (hooks.on_epoch_end) hooks.on_epoch_end(epoch);
+    const std::string next = decide_next(epoch, early_stop_);
+    if (next == "interrupt") {
+      throw TrainingInterrupted("training stopped after epoch " + std::to_string(epoch) +
+                                "; resume with --resume " + s_.paths.last);
+    }
+    if (next == "stop") break;
+  }
+  callbacks_.train_end(summary.epochs_run, clock.seconds());
+  final_validation(summary);
+  s_.dist.from_rank0("finished", "done");
+  summary.best_fitness = best_fitness_;
+  log_info("Results saved to " + opt.save_dir);
+  return summary;
+}
+
+std::array<double, 3> Trainer::train_one_epoch(int epoch) {
+  s_.model->train();
+  resample_images(epoch);
+  s_.train_loader->start_epoch(epoch);
+  at::Tensor mloss = torch::zeros({3});
+  s_.optimizer->zero_grad();
+  callbacks_.train_epoch_start(epoch);
+  EpochTiming timing;
+  timing.distributed = s_.dist.active();
+  accumulate_ = s_.schedule.accumulate;
+  const int world = s_.dist.world_size();
+  const torch::Device device = s_.dev.device;
+  const Stopwatch epoch_clock;
+  for (int64_t i = 0;; ++i) {
+    const Stopwatch data_clock;
+    std::optional<Batch> batch = s_.train_loader->next();
+    timing.data += data_clock.seconds();
+    if (!batch) break;
+    const int64_t ni = i + nb_ * epoch;
+    at::Tensor imgs = batch->images.to(device, true);
+    const at::Tensor targets = batch->targets.to(device);
+    timing.images += imgs.size(0);
+    if (ni <= nw_) warmup(ni, epoch);
+    if (s_.opt.multi_scale) imgs = multi_scale(imgs, ni);
+    const Stopwatch forward_clock;
+    const bool stepping = ni - last_opt_step_ >= accumulate_;
+    if (s_.grad_sync) s_.grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
+    if (!s_.ddp_buffers.empty()) broadcast_coalesced(*s_.dist.group(), s_.ddp_buffers, 0);
+    LossResult loss;
+    {
+      AutocastScope autocast(s_.amp);
+      loss = (*s_.loss)(s_.dp ? s_.dp->forward(imgs) : s_.model->forward_raw(imgs), targets);
+    }
+    timing.forward += forward_clock.seconds();
+    const Stopwatch backward_clock;
+    // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.
+    scaler_.scale(world > 1 ? loss.loss * world : loss.loss).backward();
+    timing.backward += backward_clock.seconds();
+    if (stepping) optimizer_step(ni, timing);
+    mloss = (mloss * i + loss.items.cpu()) / (i + 1);
+    callbacks_.train_batch_end({epoch, s_.opt.epochs, i, nb_, ni, &imgs, &targets, &batch->paths,
+                                &mloss, cuda_memory_reserved_gb(device)});
+    check_stop(epoch, i, loss.items);
+  }
+  timing.images *= world;
+  timing.seconds = epoch_clock.seconds();
+  callbacks_.train_epoch_end(epoch, timing);
+  return {mloss[0].item<double>(), mloss[1].item<double>(), mloss[2].item<double>()};
+}
+
+// --image-weights: sample images by the classes the model is worst at.
+void Trainer::resample_images(int epoch) {
+  if (!s_.opt.image_weights) return;
+  const int nc = s_.nc;
+  std::vector<double> cw = class_weights(s_.train_set->labels(), nc);
+  for (int c = 0; c < nc; ++c) cw[c] *= std::pow(1 - maps_[c], 2) / nc;
+  const std::vector<double> iw = image_weights(s_.train_set->labels(), nc, cw);
+  Rng rng(static_cast<uint64_t>(s_.opt.seed) * 1000003 + epoch);
+  s_.train_set->set_indices(weighted_indices(iw, s_.train_set->size(), rng));
+}
+
+// YOLOv5's warmup: accumulation, learning rates and momentum ramp up over the first nw batches.
+void Trainer::warmup(int64_t ni, int epoch) {
+  const Schedule& sc = s_.schedule;
+  accumulate_ =
+      std::max<int>(1, static_cast<int>(std::nearbyint(interp2(
+                           ni, 0, nw_, 1, static_cast<double>(kNominalBatch) / sc.batch_size))));
+  for (size_t g = 0; g < 3; ++g) {
+    set_group_lr(*s_.optimizer, g,
+                 interp2(ni, 0, nw_, g == 0 ? sc.warmup_bias_lr : 0.0, sc.lr0 * sc.lf(epoch)));
+    set_group_momentum(*s_.optimizer, g, interp2(ni, 0, nw_, sc.warmup_momentum, sc.momentum));
+  }
+}
+
+// --multi-scale: a random size in [0.5, 1.5] x imgsz, a multiple of the stride, seeded per
+// iteration so a resumed run draws the same sizes.
+at::Tensor Trainer::multi_scale(const at::Tensor& imgs, int64_t ni) const {
+  const int gs = s_.stride, imgsz = s_.imgsz;
+  std::mt19937 ms_rng(static_cast<uint32_t>(s_.opt.seed * 7919 + ni));
+  std::uniform_int_distribution<int> d(static_cast<int>(imgsz * 0.5),
+                                       static_cast<int>(imgsz * 1.5) + gs - 1);
+  const int sz = d(ms_rng) / gs * gs;
+  const double sf = static_cast<double>(sz) / std::max(imgs.size(2), imgs.size(3));
+  if (sf == 1) return imgs;
+  const int64_t nh = static_cast<int64_t>(std::ceil(imgs.size(2) * sf / gs) * gs);
+  const int64_t nw = static_cast<int64_t>(std::ceil(imgs.size(3) * sf / gs) * gs);
+  return torch::nn::functional::interpolate(imgs, torch::nn::functional::InterpolateFuncOptions()
+                                                      .size(std::vector<int64_t>{nh, nw})
+                                                      .mode(torch::kBilinear)
+                                                      .align_corners(false));
+}
+
+// Gradient all-reduce (DDP) or gather (DataParallel), unscale, clip, step, EMA.
+void Trainer::optimizer_step(int64_t ni, EpochTiming& t) {
+  const Stopwatch sync_clock;
+  if (s_.grad_sync) s_.grad_sync->finish();
+  if (s_.dp) s_.dp->reduce_grads();
+  const double sync = sync_clock.seconds();
+  t.sync += sync;
+  scaler_.unscale(params_);  // before clipping, as YOLOv5's scaler.unscale_
+  torch::nn::utils::clip_grad_norm_(params_, 10.0);
+  if (scaler_.should_step()) s_.optimizer->step();  // skipped on inf/NaN gradients (AMP)
+  scaler_.update();
+  s_.optimizer->zero_grad();
+  if (s_.ema) s_.ema->update(*s_.model);
+  last_opt_step_ = ni;
+  t.optimizer += sync_clock.seconds() - sync;
+}
+
+// A requested stop or a non-finite loss ends the run at the same step on every rank.
+void Trainer::check_stop(int epoch, int64_t i, const at::Tensor& loss_items) {
+  bool stop_now = stop_requested(), nonfinite = !std::isfinite(loss_items.sum().item<double>());
+  if (s_.dist.active()) {
+    at::Tensor flags = torch::tensor({stop_now ? 1.0 : 0.0, nonfinite ? 1.0 : 0.0},
+                                     torch::TensorOptions(torch::kDouble).device(s_.dev.device));
+    s_.dist.group()->allreduce_sum(flags);
+    stop_now = flags[0].item<double>() > 0;
+    nonfinite = flags[1].item<double>() > 0;
+  }
+  if (stop_now) {
+    // Interrupted mid-epoch: keep the weights; a resume redoes this epoch. The other ranks wait
+    // for rank 0's save, so torchrun does not stop it halfway.
+    callbacks_.interrupt(epoch - 1, false);
+    s_.dist.from_rank0("interrupted", "saved");
+    throw TrainingInterrupted("training stopped at epoch " + std::to_string(epoch) + ", batch " +
+                              std::to_string(i) + "; resume with --resume " + s_.paths.last);
+  }
+  if (nonfinite) {
+    throw std::runtime_error("the training loss is not finite at epoch " + std::to_string(epoch) +
+                             ", batch " + std::to_string(i) +
+                             " (check the data and learning rate)");
+  }
+}
+
+// The epoch's learning rates (for results.csv), then the scheduler's step to the next epoch.
+std::array<double, 3> Trainer::step_lr(int epoch) {
+  std::array<double, 3> lrs{};
+  for (size_t g = 0; g < 3; ++g) lrs[g] = group_lr(*s_.optimizer, g);
+  const Schedule& sc = s_.schedule;
+  for (size_t g = 0; g < 3; ++g) set_group_lr(*s_.optimizer, g, sc.lr0 * sc.lf(epoch + 1));
+  return lrs;
+}
+
+// Validates the EMA on rank 0 (the only rank with a val loader); with --noval only the final
+// epoch. The other ranks keep zeros and follow rank 0's decisions.
+void Trainer::validate(EpochReport& r) {
+  r.final_epoch = r.epoch + 1 == s_.opt.epochs || stopper_.possible_stop;
+  if (s_.val_loader && (!s_.opt.noval || r.final_epoch)) {
+    ValConfig cfg;  // no plots: YOLOv5 plots the final validation only
+    cfg.names = s_.names;
+    cfg.save_dir = s_.opt.save_dir;
+    const ValResult vr =
+        run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
+    callbacks_.val_end(vr, false);
+    results_ = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
+    std::fill(maps_.begin(), maps_.end(), vr.map);
+    for (size_t k = 0; k < vr.ap.classes.size(); ++k) maps_[vr.ap.classes[k]] = vr.ap.ap_mean(k);
+  }
+  r.metrics = results_;
+}
+
+void Trainer::decide_best(EpochReport& r) {
+  r.fitness = fitness(results_[2], results_[3]);
+  early_stop_ = stopper_(r.epoch, r.fitness);
+  r.is_best = r.fitness > best_fitness_;
+  if (r.is_best) best_fitness_ = r.fitness;
+  r.stop_requested = stop_requested();
+}
+
+std::string Trainer::decide_next(int epoch, bool early_stop) {
+  std::string decision = "continue";
+  if (stop_requested() && epoch + 1 < s_.opt.epochs) {
+    callbacks_.interrupt(epoch, true);
+    decision = "interrupt";
+  } else if (early_stop) {
+    decision = "stop";
+  }
+  return s_.dist.from_rank0("epoch/" + std::to_string(epoch), decision);  // rank 0's decision
+}
+
+// Rank 0 validates best.pt with the per-class table (and the plots, unless --noplots).
+void Trainer::final_validation(TrainSummary& summary) {
+  const std::string& best = s_.paths.best;
+  if (!s_.val_loader || !fs::exists(best)) return;
+  log_info("\nValidating " + best + "...");
+  load_state_dict(*s_.ema_model, load_checkpoint(best).model);
+  ValConfig cfg;
+  cfg.names = s_.names;
+  cfg.save_dir = s_.opt.save_dir;
+  cfg.verbose = true;
+  cfg.plots = !s_.opt.noplots;
+  const ValResult vr =
+      run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
+  callbacks_.val_end(vr, true);
+  summary.final_results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
+}
+
+TrainSummary train(Options opt, const TrainHooks& hooks) {
+  g_stop.store(false);
+  Options in_force = opt;
+  try {
+    TrainSetup setup = set_up_training(std::move(opt));
+    in_force = setup.opt;
+    if (setup.already_finished) {
+      TrainSummary summary;
+      summary.save_dir = setup.opt.save_dir;
+      summary.epochs_run = setup.resume.start_epoch;
+      summary.best_fitness = setup.resume.best_fitness;
+      return summary;
+    }
+    const bool rank0 = setup.dist.is_rank0();
+    Trainer trainer(std::move(setup));
+    if (rank0) add_rank0_callbacks(trainer);
+    return trainer.fit(hooks);
+  } catch (const c10::OutOfMemoryError& e) {
+    // Checkpoints are written whole or not at all, so the last good last.pt stays as it was.
+    throw std::runtime_error(out_of_memory_message(
+        in_force, read_dist_env(in_force.local_rank).world_size, e.what_without_backtrace()));
+  }
+}
+
+}  // namespace yolo

@@ -1,0 +1,108 @@
+#pragma once
+// One training run, as YOLOv5 v7.0's train.py: train() sets the run up (train_setup.h), registers
+// the rank-0 callbacks (train_callbacks.h) and runs the Trainer, whose epoch reads as its phases:
+// train one epoch (warmup, forward, loss, backward, step, EMA), validate, decide best, report,
+// decide whether to go on. docs/ARCHITECTURE.md shows how a step flows through the libraries.
+#include <array>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "utils/core/grad_scaler.h"
+#include "utils/core/options.h"
+#include "utils/engine/callbacks.h"
+#include "utils/engine/train_setup.h"
+
+namespace yolo {
+
+struct Checkpoint;
+
+struct TrainSummary {
+  std::string save_dir;
+  int epochs_run = 0;
+  double best_fitness = 0;
+  std::array<double, 7> final_results{};  // best.pt's P, R, mAP50, mAP50-95, val box/obj/cls loss
+  std::array<double, 7> last_results{};   // the same from the last epoch's validation
+};
+
+struct TrainHooks {
+  std::function<void(int epoch)> on_epoch_end;  // after the epoch's checkpoint is written
+};
+
+// Thrown when a stop was requested (Ctrl-C / SIGTERM): last.pt holds the state to resume from.
+class TrainingInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Asks a running train() to stop after the current step and save last.pt. Async-signal-safe.
+void request_stop();
+bool stop_requested();
+
+// The most recent runs/**/last.pt (YOLOv5's get_latest_run); throws UsageError when none.
+std::string latest_run(const std::string& search_dir = "runs");
+
+// Runs the whole training, or continues one with opt.resume; throws on errors (UsageError for
+// bad flags/values). Running out of GPU memory is reported with out_of_memory_message().
+TrainSummary train(Options opt, const TrainHooks& hooks = {});
+
+// What a CUDA out-of-memory error tells the user: the batch size and image size in force, the
+// images per GPU, what to lower, and LibTorch's first line (`what`).
+std::string out_of_memory_message(const Options& opt, int world_size, const std::string& what);
+
+// YOLOv5's EarlyStopping: stop after `patience` epochs without a fitness improvement.
+class EarlyStopping {
+ public:
+  explicit EarlyStopping(int patience) : patience_(patience > 0 ? patience : 1 << 30) {}
+  bool operator()(int epoch, double fitness);
+  bool possible_stop = false;  // the next epoch may be the last: validate it
+
+ private:
+  int patience_;
+  int best_epoch_ = 0;
+  double best_fitness_ = 0.0;
+};
+
+// The training loop over a set-up run. Every rank runs it; what only rank 0 does (progress,
+// results.csv, checkpoints, plots) is done by the callbacks added there.
+class Trainer {
+ public:
+  explicit Trainer(TrainSetup setup);
+  void add_callback(std::unique_ptr<Callback> cb) { callbacks_.add(std::move(cb)); }
+  TrainSummary fit(const TrainHooks& hooks = {});
+  // The state after `done_epoch` for last.pt/best.pt (rank 0: it holds the EMA).
+  Checkpoint make_checkpoint(int done_epoch) const;
+  const TrainSetup& setup() const { return s_; }
+
+ private:
+  // One epoch's mean box, obj and cls loss.
+  std::array<double, 3> train_one_epoch(int epoch);
+  void warmup(int64_t ni, int epoch);
+  at::Tensor multi_scale(const at::Tensor& imgs, int64_t ni) const;
+  void optimizer_step(int64_t ni, EpochTiming& t);
+  void check_stop(int epoch, int64_t i, const at::Tensor& loss_items);
+  std::array<double, 3> step_lr(int epoch);
+  void validate(EpochReport& r);
+  void decide_best(EpochReport& r);
+  // "continue", "stop" (early stopping) or "interrupt", the same on every rank.
+  std::string decide_next(int epoch, bool early_stop);
+  void final_validation(TrainSummary& summary);
+  void resample_images(int epoch);
+
+  TrainSetup s_;
+  Callbacks callbacks_;
+  GradScaler scaler_;
+  std::vector<at::Tensor> params_;
+  int64_t nb_ = 0, nw_ = 0;  // batches per epoch, warmup batches
+  int accumulate_ = 1;
+  int64_t last_opt_step_ = -1;
+  double best_fitness_ = 0.0;
+  std::array<double, 7> results_{};  // the last validation's metrics
+  std::vector<double> maps_;         // per-class mAP50-95 of the last validation
+  EarlyStopping stopper_;
+  bool early_stop_ = false;
+};
+
+}  // namespace yolo

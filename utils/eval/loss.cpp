@@ -1,0 +1,165 @@
+#include "utils/eval/loss.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "utils/core/hyp.h"
+
+namespace yolo {
+
+LossGains scale_loss_gains(const Hyp& hyp, int nl, int nc, int imgsz, double label_smoothing) {
+  LossGains g;
+  const double layers = 3.0 / nl;
+  g.box = hyp.box * layers;
+  g.cls = hyp.cls * nc / 80.0 * layers;
+  g.obj = hyp.obj * std::pow(imgsz / 640.0, 2) * layers;
+  g.cls_pw = hyp.cls_pw;
+  g.obj_pw = hyp.obj_pw;
+  g.anchor_t = hyp.anchor_t;
+  g.fl_gamma = hyp.fl_gamma;
+  g.label_smoothing = label_smoothing;
+  return g;
+}
+
+at::Tensor bbox_ciou(const at::Tensor& box1, const at::Tensor& box2, double eps) {
+  const at::Tensor x1 = box1.select(1, 0), y1 = box1.select(1, 1);
+  const at::Tensor w1 = box1.select(1, 2), h1 = box1.select(1, 3);
+  const at::Tensor x2 = box2.select(1, 0), y2 = box2.select(1, 1);
+  const at::Tensor w2 = box2.select(1, 2), h2 = box2.select(1, 3);
+  const at::Tensor b1x1 = x1 - w1 / 2, b1x2 = x1 + w1 / 2, b1y1 = y1 - h1 / 2, b1y2 = y1 + h1 / 2;
+  const at::Tensor b2x1 = x2 - w2 / 2, b2x2 = x2 + w2 / 2, b2y1 = y2 - h2 / 2, b2y2 = y2 + h2 / 2;
+  const at::Tensor inter = (torch::min(b1x2, b2x2) - torch::max(b1x1, b2x1)).clamp_min(0) *
+                           (torch::min(b1y2, b2y2) - torch::max(b1y1, b2y1)).clamp_min(0);
+  const at::Tensor uni = w1 * h1 + w2 * h2 - inter + eps;
+  const at::Tensor iou = inter / uni;
+  const at::Tensor cw = torch::max(b1x2, b2x2) - torch::min(b1x1, b2x1);
+  const at::Tensor ch = torch::max(b1y2, b2y2) - torch::min(b1y1, b2y1);
+  const at::Tensor c2 = cw.pow(2) + ch.pow(2) + eps;
+  const at::Tensor rho2 =
+      ((b2x1 + b2x2 - b1x1 - b1x2).pow(2) + (b2y1 + b2y2 - b1y1 - b1y2).pow(2)) / 4;
+  const at::Tensor v = (4 / (M_PI * M_PI)) * (torch::atan(w2 / h2) - torch::atan(w1 / h1)).pow(2);
+  at::Tensor alpha;
+  {
+    torch::NoGradGuard no_grad;
+    alpha = v / (v - iou + (1 + eps));
+  }
+  return iou - (rho2 / c2 + v * alpha);
+}
+
+ComputeLoss::ComputeLoss(const LossGains& gains, int nc, const at::Tensor& anchors)
+    : g_(gains),
+      nc_(nc),
+      nl_(static_cast<int>(anchors.size(0))),
+      na_(static_cast<int>(anchors.size(1))),
+      anchors_(anchors.detach().clone()) {
+  balance_ = nl_ == 3 ? std::vector<double>{4.0, 1.0, 0.4}
+                      : std::vector<double>{4.0, 1.0, 0.25, 0.06, 0.02};
+  TORCH_CHECK(nl_ <= static_cast<int>(balance_.size()), "ComputeLoss: at most 5 levels");
+}
+
+at::Tensor ComputeLoss::bce(const at::Tensor& logits, const at::Tensor& target,
+                            double pos_weight) const {
+  const at::Tensor pw = torch::full({1}, pos_weight, logits.options());
+  if (g_.fl_gamma <= 0) {
+    return torch::binary_cross_entropy_with_logits(logits, target, {}, pw, at::Reduction::Mean);
+  }
+  // FocalLoss(gamma, alpha=0.25) around the BCE, as YOLOv5's utils/loss.py.
+  at::Tensor loss =
+      torch::binary_cross_entropy_with_logits(logits, target, {}, pw, at::Reduction::None);
+  const at::Tensor prob = logits.sigmoid();
+  const at::Tensor p_t = target * prob + (1 - target) * (1 - prob);
+  const double alpha = 0.25;
+  const at::Tensor alpha_factor = target * alpha + (1 - target) * (1 - alpha);
+  return (loss * alpha_factor * (1.0 - p_t).pow(g_.fl_gamma)).mean();
+}
+
+LossTargets ComputeLoss::build_targets(const std::vector<at::Tensor>& p,
+                                       const at::Tensor& targets_in) const {
+  LossTargets out;
+  const auto dev = targets_in.device();
+  const auto fopt = torch::TensorOptions().dtype(torch::kFloat).device(dev);
+  const at::Tensor anchors_all = anchors_.to(dev);
+  const int64_t nt = targets_in.size(0);
+  at::Tensor gain = torch::ones({7}, fopt);
+  const at::Tensor ai = torch::arange(na_, fopt).view({na_, 1}).repeat({1, nt});
+  // (na, nt, 7): image, class, x, y, w, h, anchor
+  const at::Tensor targets =
+      torch::cat({targets_in.to(torch::kFloat).repeat({na_, 1, 1}), ai.unsqueeze(2)}, 2);
+  const double g = 0.5;  // neighbour-cell offset
+  const at::Tensor off =
+      torch::tensor({0.f, 0.f, 1.f, 0.f, 0.f, 1.f, -1.f, 0.f, 0.f, -1.f}, fopt).view({5, 2}) * g;
+
+  for (int i = 0; i < nl_; ++i) {
+    const at::Tensor anchors = anchors_all[i];
+    const int64_t ny = p[i].size(2), nx = p[i].size(3);
+    gain.slice(0, 2, 6).copy_(torch::tensor({static_cast<float>(nx), static_cast<float>(ny),
+                                             static_cast<float>(nx), static_cast<float>(ny)}));
+    at::Tensor t = targets * gain;
+    at::Tensor offsets;
+    if (nt) {
+      const at::Tensor r = t.slice(2, 4, 6) / anchors.unsqueeze(1);
+      const at::Tensor keep = std::get<0>(torch::max(r, 1 / r).max(2)) < g_.anchor_t;
+      t = t.index({keep});
+      const at::Tensor gxy = t.slice(1, 2, 4);
+      const at::Tensor gxi = gain.index({torch::tensor({2, 3}, torch::kLong).to(dev)}) - gxy;
+      const at::Tensor jk = ((torch::fmod(gxy, 1) < g) & (gxy > 1)).t();
+      const at::Tensor lm = ((torch::fmod(gxi, 1) < g) & (gxi > 1)).t();
+      const at::Tensor sel = torch::stack({torch::ones_like(jk[0]), jk[0], jk[1], lm[0], lm[1]});
+      t = t.repeat({5, 1, 1}).index({sel});
+      offsets = (torch::zeros_like(gxy).unsqueeze(0) + off.unsqueeze(1)).index({sel});
+    } else {
+      t = targets[0];
+      offsets = torch::zeros({0, 2}, fopt);
+    }
+    const at::Tensor b = t.select(1, 0).to(torch::kLong), c = t.select(1, 1).to(torch::kLong);
+    const at::Tensor gxy = t.slice(1, 2, 4), gwh = t.slice(1, 4, 6);
+    const at::Tensor a = t.select(1, 6).to(torch::kLong);
+    const at::Tensor gij = (gxy - offsets).to(torch::kLong);
+    const at::Tensor gi = gij.select(1, 0).clamp(0, nx - 1), gj = gij.select(1, 1).clamp(0, ny - 1);
+    out.indices.push_back({b, a, gj, gi});
+    out.tbox.push_back(torch::cat({gxy - gij, gwh}, 1));
+    out.anchors.push_back(anchors.index({a}));
+    out.tcls.push_back(c);
+  }
+  return out;
+}
+
+LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p,
+                                   const at::Tensor& targets) const {
+  // Float32 whatever the predictions' dtype: under autocast they are float16 (bfloat16 on CPU),
+  // whose sums over a batch lose the small terms and can overflow.
+  const auto opts = p[0].options().dtype(torch::kFloat);
+  at::Tensor lcls = torch::zeros({1}, opts), lbox = torch::zeros({1}, opts),
+             lobj = torch::zeros({1}, opts);
+  const LossTargets tg = build_targets(p, targets);
+  const double cp = 1.0 - 0.5 * g_.label_smoothing, cn = 0.5 * g_.label_smoothing;
+  for (int i = 0; i < nl_; ++i) {
+    const at::Tensor pi = p[i].to(torch::kFloat);
+    const auto& [b, a, gj, gi] = tg.indices[i];
+    at::Tensor tobj = torch::zeros({pi.size(0), pi.size(1), pi.size(2), pi.size(3)}, opts);
+    const int64_t n = b.size(0);
+    if (n) {
+      const at::Tensor ps = pi.index({b, a, gj, gi});  // (n, 5+nc)
+      const at::Tensor pxy = ps.slice(1, 0, 2).sigmoid() * 2 - 0.5;
+      const at::Tensor pwh = (ps.slice(1, 2, 4).sigmoid() * 2).pow(2) * tg.anchors[i];
+      const at::Tensor iou = bbox_ciou(torch::cat({pxy, pwh}, 1), tg.tbox[i]);
+      lbox = lbox + (1.0 - iou).mean();
+      tobj.index_put_({b, a, gj, gi}, iou.detach().clamp_min(0));
+      if (nc_ > 1) {
+        const at::Tensor pcls = ps.slice(1, 5);
+        at::Tensor t = torch::full_like(pcls, cn);
+        t.index_put_({torch::arange(n, b.options()), tg.tcls[i]}, cp);
+        lcls = lcls + bce(pcls, t, g_.cls_pw);
+      }
+    }
+    lobj = lobj + bce(pi.select(4, 4), tobj, g_.obj_pw) * balance_[i];
+  }
+  lbox = lbox * g_.box;
+  lobj = lobj * g_.obj;
+  lcls = lcls * g_.cls;
+  const int64_t bs = p[0].size(0);
+  return {(lbox + lobj + lcls) * bs, torch::cat({lbox, lobj, lcls}).detach()};
+}
+
+}  // namespace yolo

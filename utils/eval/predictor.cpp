@@ -1,0 +1,159 @@
+#include "utils/eval/predictor.h"
+
+#include <glob.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "data/augment.h"
+#include "data/file_lists.h"
+#include "data/image_io.h"
+#include "utils/core/boxes.h"
+#include "utils/core/device.h"
+#include "utils/core/errors.h"
+#include "utils/core/format.h"
+#include "utils/core/log.h"
+#include "utils/core/options.h"
+#include "utils/core/paths.h"
+#include "utils/core/stopwatch.h"
+#include "utils/eval/model_loader.h"
+#include "utils/eval/nms.h"
+#include "utils/eval/yolo_txt.h"
+#include "utils/viz/plots.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+namespace {
+bool is_image(const fs::path& p) {
+  std::string e = p.extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), ::tolower);
+  static const std::vector<std::string> kExt = {".bmp", ".jpg",  ".jpeg", ".png",
+                                                ".tif", ".tiff", ".webp", ".pfm"};
+  return std::find(kExt.begin(), kExt.end(), e) != kExt.end();
+}
+
+void draw_box(cv::Mat& im, const cv::Rect2f& box, const std::string& label, int cls, int lw) {
+  const cv::Scalar color = class_color(cls);
+  cv::rectangle(im, cv::Point(box.x, box.y), cv::Point(box.x + box.width, box.y + box.height),
+                color, lw, cv::LINE_AA);
+  const double fs = std::max(lw - 1, 1) / 3.0;
+  int base = 0;
+  const cv::Size ts =
+      cv::getTextSize(label, cv::FONT_HERSHEY_SIMPLEX, fs, std::max(lw - 1, 1), &base);
+  const bool outside = box.y - ts.height >= 3;
+  const cv::Point p1(box.x, outside ? box.y - ts.height - 3 : box.y);
+  cv::rectangle(im, p1, cv::Point(p1.x + ts.width, p1.y + ts.height + 3), color, cv::FILLED);
+  cv::putText(im, label, cv::Point(p1.x, p1.y + ts.height + 1), cv::FONT_HERSHEY_SIMPLEX, fs,
+              cv::Scalar(255, 255, 255), std::max(lw - 1, 1), cv::LINE_AA);
+}
+}  // namespace
+
+std::vector<std::string> expand_source(const std::string& source) {
+  if (source.empty()) throw UsageError("--source: required (an image, folder, glob or .txt list)");
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (fs::is_directory(source, ec)) {
+    for (const auto& e : fs::directory_iterator(source)) {
+      if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().string());
+    }
+  } else if (fs::is_regular_file(source, ec) && fs::path(source).extension() == ".txt") {
+    files = list_image_files({source});
+  } else if (fs::is_regular_file(source, ec)) {
+    files.push_back(source);
+  } else if (source.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    if (::glob(source.c_str(), 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) {
+        if (is_image(g.gl_pathv[i])) files.push_back(g.gl_pathv[i]);
+      }
+    }
+    ::globfree(&g);
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw UsageError("--source: no images found at '" + source + "'");
+  return files;
+}
+
+std::string run_detect(const DetectConfig& cfg) {
+  const std::vector<std::string> files = expand_source(cfg.source);
+  const DeviceSelection dev = select_device(cfg.device);
+  std::string data = cfg.data;
+  if (!data.empty()) data = resolve_config(data, ConfigKind::kData, "--data");
+  LoadedModel lm = load_model_for_inference(cfg.weights, cfg.cfg, data);
+  lm.model->eval();
+  lm.model->fuse();
+  lm.model->to(dev.device);
+  const int gs = lm.model->max_stride();
+  const int imgsz = check_img_size(cfg.imgsz, gs);
+  const std::string save_dir =
+      increment_path((fs::path(cfg.project) / cfg.name).string(), cfg.exist_ok, true);
+  if (cfg.save_txt) fs::create_directories(fs::path(save_dir) / "labels");
+  NmsOptions nms;
+  nms.conf_thres = cfg.conf_thres;
+  nms.iou_thres = cfg.iou_thres;
+  nms.max_det = cfg.max_det;
+  nms.classes = cfg.classes;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const Stopwatch t0;
+    cv::Mat im0 = read_image(files[i]);  // throws naming the file when unreadable
+    const LetterboxResult lb = letterbox(im0, cv::Size(imgsz, imgsz), true, false, true, gs);
+    cv::Mat rgb;
+    cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
+    at::Tensor x = torch::from_blob(rgb.data, {rgb.rows, rgb.cols, 3}, torch::kUInt8)
+                       .permute({2, 0, 1})
+                       .unsqueeze(0)
+                       .to(dev.device)
+                       .to(torch::kFloat)
+                       .div(255);
+    at::Tensor det = non_max_suppression(lm.model->forward(x).pred, nms)[0].cpu();
+    if (det.size(0)) {
+      at::Tensor b = det.slice(1, 0, 4);
+      scale_boxes(b, lb.ratio_w, lb.pad_w, lb.pad_h, im0.rows, im0.cols);
+    }
+    const double ms = t0.milliseconds();
+    std::map<int, int> counts;
+    const fs::path src(files[i]);
+    if (cfg.save_txt) {
+      write_yolo_txt((fs::path(save_dir) / "labels" / (src.stem().string() + ".txt")).string(), det,
+                     im0.cols, im0.rows, cfg.save_conf);
+    }
+    for (int64_t k = 0; k < det.size(0); ++k) {
+      const float x1 = det[k][0].item<float>(), y1 = det[k][1].item<float>();
+      const float x2 = det[k][2].item<float>(), y2 = det[k][3].item<float>();
+      const float conf = det[k][4].item<float>();
+      const int c = det[k][5].item<int>();
+      ++counts[c];
+      if (!cfg.nosave) {
+        char label[128];
+        std::snprintf(label, sizeof(label), "%s %.2f", class_name(lm.names, c).c_str(), conf);
+        draw_box(im0, cv::Rect2f(x1, y1, x2 - x1, y2 - y1), label, c, cfg.line_thickness);
+      }
+    }
+    if (!cfg.nosave) {
+      const std::string out = (fs::path(save_dir) / src.filename()).string();
+      if (!cv::imwrite(out, im0)) throw std::runtime_error(out + ": cannot write the image");
+    }
+    std::string s = "image " + std::to_string(i + 1) + "/" + std::to_string(files.size()) + " " +
+                    files[i] + ": " + std::to_string(lb.image.rows) + "x" +
+                    std::to_string(lb.image.cols) + " ";
+    if (counts.empty()) s += "(no detections), ";
+    for (const auto& [c, n] : counts) {
+      s += std::to_string(n) + " " + class_name(lm.names, c) + (n > 1 ? "s" : "") + ", ";
+    }
+    char t[32];
+    std::snprintf(t, sizeof(t), "%.1fms", ms);
+    log_info(s + t);
+  }
+  log_info("Results saved to " + save_dir);
+  return save_dir;
+}
+
+}  // namespace yolo

@@ -1,0 +1,47 @@
+#pragma once
+// The validation loop of YOLOv5 v7.0's val.py: forward (eval mode), optional loss on the raw
+// maps, NMS, matching against labels in original-image pixels, ap_per_class, confusion matrix,
+// and the per-class results table. Used by `val` and by the trainer every epoch.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "models/yolo.h"
+#include "utils/eval/loss.h"
+#include "utils/eval/metrics.h"
+
+namespace yolo {
+
+struct ValConfig {
+  double conf_thres = 0.001;
+  double iou_thres = 0.6;
+  int max_det = 300;
+  std::vector<std::string> names;
+  bool plots = false;     // val_batch*_labels/pred.jpg, PR/F1/P/R curves, confusion matrix
+  std::string save_dir;   // for plots and --save-txt / --save-json
+  bool save_txt = false;  // labels/<image>.txt per image, YOLO format (+ conf with save_conf)
+  bool save_conf = false;
+  bool save_json = false;  // predictions.json (COCO results format)
+  bool verbose = false;    // print the per-class table
+};
+
+struct ValResult {
+  double mp = 0, mr = 0, map50 = 0, map = 0;
+  std::array<double, 3> loss{0, 0, 0};  // box, obj, cls (when a loss was given)
+  ApResult ap;
+  std::vector<int> nt;  // labels per class
+  int seen = 0;         // images
+  std::vector<std::vector<double>> confusion;
+  double ms_pre = 0, ms_inf = 0, ms_nms = 0;  // per image
+  double fitness() const { return yolo::fitness(map50, map); }
+};
+
+ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValConfig& cfg,
+                         const ComputeLoss* loss, const torch::Device& device);
+
+// YOLOv5's table: header, "all" row, and one row per class when `per_class`.
+std::string format_val_table(const ValResult& r, const std::vector<std::string>& names,
+                             bool per_class);
+
+}  // namespace yolo
