@@ -19,6 +19,7 @@
 #include "utils/core/paths.h"
 #include "utils/engine/evolve.h"
 #include "utils/engine/optim.h"
+#include "utils/engine/train_callbacks.h"
 #include "utils/engine/trainer.h"
 #include "utils/eval/loss.h"
 #include "utils/eval/model_loader.h"
@@ -307,4 +308,57 @@ TEST(Train, OutOfMemoryMessageNamesTheBatchAndWhatToLower) {
     EXPECT_NE(m.find(s), std::string::npos) << s << " not in: " << m;
   }
   EXPECT_EQ(m.find("more detail"), std::string::npos) << m;
+}
+
+namespace {
+// Records the Trainer's events, as a TensorBoard or other logger registered on rank 0 would see
+// them.
+class RecordingCallback : public yolo::Callback {
+ public:
+  explicit RecordingCallback(std::vector<std::string>& log) : log_(log) {}
+  void on_train_start() override { log_.push_back("start"); }
+  void on_train_epoch_start(int epoch) override { log_.push_back("epoch" + std::to_string(epoch)); }
+  void on_train_batch_end(const yolo::BatchEvent& e) override {
+    if (e.i == 0) log_.push_back("batch0 of " + std::to_string(e.nb));
+    EXPECT_EQ(e.mean_loss->numel(), 3);
+    EXPECT_EQ(e.images->dim(), 4);
+  }
+  void on_train_epoch_end(int epoch, const yolo::EpochTiming& t) override {
+    log_.push_back("trained " + std::to_string(t.images) + " images");
+  }
+  void on_val_end(const yolo::ValResult& r, bool final) override {
+    log_.push_back(final ? "final val" : "val");
+  }
+  void on_fit_epoch_end(const yolo::EpochReport& r) override {
+    log_.push_back("fit" + std::to_string(r.epoch) + (r.final_epoch ? " final" : ""));
+    EXPECT_GT(r.train_loss[0], 0.0);
+    EXPECT_GT(r.lr[0], 0.0);
+  }
+  void on_train_end(int epochs_run, double seconds) override {
+    log_.push_back("end " + std::to_string(epochs_run));
+  }
+
+ private:
+  std::vector<std::string>& log_;
+};
+}  // namespace
+
+TEST_F(TrainTest, CallbacksSeeTheRunsEventsInOrder) {
+  yolo::Options o = options("callbacks", 2);
+  yolo::Trainer trainer(yolo::set_up_training(o));
+  yolo::add_rank0_callbacks(trainer);
+  std::vector<std::string> log;
+  trainer.add_callback(std::make_unique<RecordingCallback>(log));
+  const yolo::TrainSummary s = trainer.fit();
+  EXPECT_EQ(s.epochs_run, 2);
+  std::vector<std::string> want = {
+      "start",      "epoch0", "batch0 of 8", "trained 64 images", "val",
+      "fit0",       "epoch1", "batch0 of 8", "trained 64 images", "val",
+      "fit1 final", "end 2"};
+  // best.pt, when a fitness above 0 made one, is validated last.
+  if (fs::exists(s.save_dir + "/weights/best.pt")) want.push_back("final val");
+  EXPECT_EQ(log, want);
+  // The built-in rank-0 callbacks ran too: results.csv and last.pt.
+  EXPECT_EQ(yolo::read_results_csv(s.save_dir + "/results.csv").rows.size(), 2u);
+  EXPECT_TRUE(fs::exists(s.save_dir + "/weights/last.pt"));
 }

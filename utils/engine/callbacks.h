@@ -55,6 +55,7 @@ class Callback {
   // A stop was requested after `done_epoch` (mid-epoch: `epoch_complete` false, the weights are
   // part-way into the next epoch).
   virtual void on_interrupt(int done_epoch, bool epoch_complete) {}
+  // The epochs are done (before best.pt's final validation, which reports through on_val_end).
   virtual void on_train_end(int epochs_run, double seconds) {}
 };
 
