@@ -86,6 +86,8 @@ void resolve_run(TrainSetup& s, Options opt) {
     }
   }
   s.opt = std::move(opt);
+  s.loop = {s.opt.epochs,  s.opt.patience,    s.opt.seed,          s.opt.noval,
+            s.opt.noplots, s.opt.multi_scale, s.opt.image_weights, s.opt.optimizer};
   log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + s.dev.description);
   if (s.opt.sync_bn && !s.dist.active()) {
     log_warn("--sync-bn is only used in DDP mode; ignored for this single process");

@@ -53,8 +53,18 @@ struct ResumePoint {
   double best_fitness = 0.0;
 };
 
+// What the loop reads of the options.
+struct LoopConfig {
+  int epochs = 0;
+  int patience = 100;  // epochs without improvement before early stopping
+  int seed = 0;        // multi-scale sizes and image-weight sampling are drawn from it
+  bool noval = false, noplots = false, multi_scale = false, image_weights = false;
+  std::string optimizer = "SGD";  // its name keys the saved optimizer state
+};
+
 struct TrainSetup {
-  Options opt;  // the options in force, with the files resolved
+  Options opt;  // the options in force, with the files resolved (for opt.yaml and callbacks)
+  LoopConfig loop;
   DeviceSelection dev;
   DistContext dist;
   Hyp hyp;

@@ -88,7 +88,7 @@ Trainer::Trainer(TrainSetup setup)
       last_opt_step_(s_.resume.last_opt_step),
       best_fitness_(s_.resume.best_fitness),
       maps_(s_.nc, 0.0),
-      stopper_(s_.opt.patience) {
+      stopper_(s_.loop.patience) {
   params_ = s_.model->parameters();
   nb_ = static_cast<int64_t>(s_.train_loader->num_batches());
   nw_ = std::max<int64_t>(std::llround(s_.schedule.warmup_epochs * nb_), 100);
@@ -101,7 +101,7 @@ Checkpoint Trainer::make_checkpoint(int done_epoch) const {
   ck.model = state_dict(*s_.ema_model);
   ck.train_model = state_dict(*s_.model);
   ck.last_opt_step = last_opt_step_;
-  ck.optimizer = optimizer_state(*s_.optimizer, s_.opt.optimizer);
+  ck.optimizer = optimizer_state(*s_.optimizer, s_.loop.optimizer);
   ck.ema_updates = s_.ema->updates();
   ck.opt = s_.opt_text;
   ck.hyp = s_.hyp_text;
@@ -109,17 +109,18 @@ Checkpoint Trainer::make_checkpoint(int done_epoch) const {
 }
 
 TrainSummary Trainer::fit(const TrainHooks& hooks) {
-  const Options& opt = s_.opt;
+  const LoopConfig& loop = s_.loop;
+  const std::string& save_dir = s_.paths.save_dir;
   TrainSummary summary;
-  summary.save_dir = opt.save_dir;
+  summary.save_dir = save_dir;
   log_info("Image sizes " + std::to_string(s_.imgsz) + " train, " + std::to_string(s_.imgsz) +
            " val\nUsing " + std::to_string(s_.train_loader->workers()) +
-           " dataloader workers\nLogging results to " + opt.save_dir + "\nStarting training for " +
-           std::to_string(opt.epochs) + " epochs...");
+           " dataloader workers\nLogging results to " + save_dir + "\nStarting training for " +
+           std::to_string(loop.epochs) + " epochs...");
   callbacks_.train_start();
   const Stopwatch clock;
-  for (int epoch = s_.resume.start_epoch; epoch < opt.epochs; ++epoch) {
-    EpochReport report{epoch, opt.epochs};
+  for (int epoch = s_.resume.start_epoch; epoch < loop.epochs; ++epoch) {
+    EpochReport report{epoch, loop.epochs};
     report.train_loss = train_one_epoch(epoch);
     report.lr = step_lr(epoch);
     validate(report);
@@ -139,7 +140,7 @@ TrainSummary Trainer::fit(const TrainHooks& hooks) {
   final_validation(summary);
   s_.dist.from_rank0("finished", "done");
   summary.best_fitness = best_fitness_;
-  log_info("Results saved to " + opt.save_dir);
+  log_info("Results saved to " + save_dir);
   return summary;
 }
 
@@ -166,7 +167,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     const at::Tensor targets = batch->targets.to(device);
     timing.images += imgs.size(0);
     if (ni <= nw_) warmup(ni, epoch);
-    if (s_.opt.multi_scale) imgs = multi_scale(imgs, ni);
+    if (s_.loop.multi_scale) imgs = multi_scale(imgs, ni);
     const Stopwatch forward_clock;
     const bool stepping = ni - last_opt_step_ >= accumulate_;
     if (s_.grad_sync) s_.grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
@@ -183,7 +184,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     timing.backward += backward_clock.seconds();
     if (stepping) optimizer_step(ni, timing);
     mloss = (mloss * i + loss.items.cpu()) / (i + 1);
-    callbacks_.train_batch_end({epoch, s_.opt.epochs, i, nb_, ni, &imgs, &targets, &batch->paths,
+    callbacks_.train_batch_end({epoch, s_.loop.epochs, i, nb_, ni, &imgs, &targets, &batch->paths,
                                 &mloss, cuda_memory_reserved_gb(device)});
     check_stop(epoch, i, loss.items);
   }
@@ -195,12 +196,12 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
 
 // --image-weights: sample images by the classes the model is worst at.
 void Trainer::resample_images(int epoch) {
-  if (!s_.opt.image_weights) return;
+  if (!s_.loop.image_weights) return;
   const int nc = s_.nc;
   std::vector<double> cw = class_weights(s_.train_set->labels(), nc);
   for (int c = 0; c < nc; ++c) cw[c] *= std::pow(1 - maps_[c], 2) / nc;
   const std::vector<double> iw = image_weights(s_.train_set->labels(), nc, cw);
-  Rng rng(static_cast<uint64_t>(s_.opt.seed) * 1000003 + epoch);
+  Rng rng(static_cast<uint64_t>(s_.loop.seed) * 1000003 + epoch);
   s_.train_set->set_indices(weighted_indices(iw, s_.train_set->size(), rng));
 }
 
@@ -221,7 +222,7 @@ void Trainer::warmup(int64_t ni, int epoch) {
 // iteration so a resumed run draws the same sizes.
 at::Tensor Trainer::multi_scale(const at::Tensor& imgs, int64_t ni) const {
   const int gs = s_.stride, imgsz = s_.imgsz;
-  std::mt19937 ms_rng(static_cast<uint32_t>(s_.opt.seed * 7919 + ni));
+  std::mt19937 ms_rng(static_cast<uint32_t>(s_.loop.seed * 7919 + ni));
   std::uniform_int_distribution<int> d(static_cast<int>(imgsz * 0.5),
                                        static_cast<int>(imgsz * 1.5) + gs - 1);
   const int sz = d(ms_rng) / gs * gs;
@@ -289,11 +290,11 @@ std::array<double, 3> Trainer::step_lr(int epoch) {
 // Validates the EMA on rank 0 (the only rank with a val loader); with --noval only the final
 // epoch. The other ranks keep zeros and follow rank 0's decisions.
 void Trainer::validate(EpochReport& r) {
-  r.final_epoch = r.epoch + 1 == s_.opt.epochs || stopper_.possible_stop;
-  if (s_.val_loader && (!s_.opt.noval || r.final_epoch)) {
+  r.final_epoch = r.epoch + 1 == s_.loop.epochs || stopper_.possible_stop;
+  if (s_.val_loader && (!s_.loop.noval || r.final_epoch)) {
     ValConfig cfg;  // no plots: YOLOv5 plots the final validation only
     cfg.names = s_.names;
-    cfg.save_dir = s_.opt.save_dir;
+    cfg.save_dir = s_.paths.save_dir;
     const ValResult vr =
         run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
     callbacks_.val_end(vr, false);
@@ -314,7 +315,7 @@ void Trainer::decide_best(EpochReport& r) {
 
 std::string Trainer::decide_next(int epoch, bool early_stop) {
   std::string decision = "continue";
-  if (stop_requested() && epoch + 1 < s_.opt.epochs) {
+  if (stop_requested() && epoch + 1 < s_.loop.epochs) {
     callbacks_.interrupt(epoch, true);
     decision = "interrupt";
   } else if (early_stop) {
@@ -331,9 +332,9 @@ void Trainer::final_validation(TrainSummary& summary) {
   load_state_dict(*s_.ema_model, load_checkpoint(best).model);
   ValConfig cfg;
   cfg.names = s_.names;
-  cfg.save_dir = s_.opt.save_dir;
+  cfg.save_dir = s_.paths.save_dir;
   cfg.verbose = true;
-  cfg.plots = !s_.opt.noplots;
+  cfg.plots = !s_.loop.noplots;
   const ValResult vr =
       run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
   callbacks_.val_end(vr, true);
