@@ -13,6 +13,8 @@ namespace yolo {
 
 struct ValResult;
 
+struct EpochTiming;
+
 // One training batch, after its backward pass and optimizer step (if it stepped).
 struct BatchEvent {
   int epoch = 0, epochs = 0;
@@ -22,12 +24,13 @@ struct BatchEvent {
   const std::vector<std::string>* paths = nullptr;
   const at::Tensor* mean_loss = nullptr;  // (3) running mean of box, obj, cls loss (CPU)
   double gpu_mem_gb = 0;                  // reserved CUDA memory, 0 on CPU
+  const EpochTiming* timing = nullptr;    // the epoch's time so far, this batch included
 };
 
-// Where one epoch's time went on this rank, in seconds.
+// Where one epoch's time went on this rank, in seconds (host time: CUDA work may still run).
 struct EpochTiming {
-  int64_t images = 0;  // over all ranks
-  double seconds = 0, data = 0, forward = 0, backward = 0, optimizer = 0, sync = 0;
+  int64_t images = 0;  // this rank's while the epoch runs, all ranks' at its end
+  double seconds = 0, data = 0, forward = 0, loss = 0, backward = 0, optimizer = 0, sync = 0;
   bool distributed = false;
 };
 

@@ -175,9 +175,13 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     LossResult loss;
     {
       AutocastScope autocast(s_.amp);
-      loss = (*s_.loss)(s_.dp ? s_.dp->forward(imgs) : s_.model->forward_raw(imgs), targets);
+      const std::vector<at::Tensor> preds =
+          s_.dp ? s_.dp->forward(imgs) : s_.model->forward_raw(imgs);
+      timing.forward += forward_clock.seconds();
+      const Stopwatch loss_clock;
+      loss = (*s_.loss)(preds, targets);
+      timing.loss += loss_clock.seconds();
     }
-    timing.forward += forward_clock.seconds();
     const Stopwatch backward_clock;
     // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.
     scaler_.scale(world > 1 ? loss.loss * world : loss.loss).backward();
@@ -185,7 +189,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     if (stepping) optimizer_step(ni, timing);
     mloss = (mloss * i + loss.items.cpu()) / (i + 1);
     callbacks_.train_batch_end({epoch, s_.loop.epochs, i, nb_, ni, &imgs, &targets, &batch->paths,
-                                &mloss, cuda_memory_reserved_gb(device)});
+                                &mloss, cuda_memory_reserved_gb(device), &timing});
     check_stop(epoch, i, loss.items);
   }
   timing.images *= world;
