@@ -187,10 +187,11 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     scaler_.scale(world > 1 ? loss.loss * world : loss.loss).backward();
     timing.backward += backward_clock.seconds();
     if (stepping) optimizer_step(ni, timing);
-    mloss = (mloss * i + loss.items.cpu()) / (i + 1);
+    const at::Tensor items = loss.items.cpu();  // the step's one read back from the device
+    mloss = (mloss * i + items) / (i + 1);
     callbacks_.train_batch_end({epoch, s_.loop.epochs, i, nb_, ni, &imgs, &targets, &batch->paths,
                                 &mloss, cuda_memory_reserved_gb(device), &timing});
-    check_stop(epoch, i, loss.items);
+    check_stop(epoch, i, items);
   }
   timing.images *= world;
   timing.seconds = epoch_clock.seconds();
