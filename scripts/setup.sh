@@ -33,9 +33,11 @@ esac
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git curl unzip zip python3 python3-venv
   libopencv-dev libyaml-cpp-dev libcxxopts-dev libgtest-dev
+  # c10d's ProcessGroupGloo.hpp includes Gloo's headers, which neither LibTorch ships.
+  libgloo-dev
 )
 # The system LibTorch and the Python torch whose torchrun the multi-process tests use with it.
-[ "$TORCH_KIND" = system ] && PACKAGES+=(libtorch-dev libgloo-dev python3-torch)
+[ "$TORCH_KIND" = system ] && PACKAGES+=(libtorch-dev python3-torch)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
