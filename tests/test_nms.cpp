@@ -53,6 +53,56 @@ TEST(Nms, GreedySuppression) {
   EXPECT_EQ(yolo::nms(boxes, scores, 0.9).size(0), 3);
 }
 
+// The textbook greedy NMS, one pair at a time, as the reference for the blocked version.
+std::vector<int64_t> reference_nms(const torch::Tensor& boxes, const torch::Tensor& scores,
+                                   float thres) {
+  const torch::Tensor order = scores.argsort(0, /*descending=*/true);
+  const auto b = boxes.accessor<float, 2>();
+  const auto o = order.accessor<int64_t, 1>();
+  const int64_t n = boxes.size(0);
+  std::vector<char> gone(n, 0);
+  std::vector<int64_t> keep;
+  for (int64_t oi = 0; oi < n; ++oi) {
+    const int64_t i = o[oi];
+    if (gone[i]) continue;
+    keep.push_back(i);
+    for (int64_t oj = oi + 1; oj < n; ++oj) {
+      const int64_t j = o[oj];
+      const float w = std::max(0.f, std::min(b[i][2], b[j][2]) - std::max(b[i][0], b[j][0]));
+      const float h = std::max(0.f, std::min(b[i][3], b[j][3]) - std::max(b[i][1], b[j][1]));
+      const float ai = (b[i][2] - b[i][0]) * (b[i][3] - b[i][1]);
+      const float aj = (b[j][2] - b[j][0]) * (b[j][3] - b[j][1]);
+      if (w * h / (ai + aj - w * h) > thres) gone[j] = 1;
+    }
+  }
+  return keep;
+}
+
+std::vector<int64_t> to_vector(const torch::Tensor& t) {
+  const torch::Tensor c = t.contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+// Thousands of crowded boxes span several of the NMS's blocks: the kept set is exactly the
+// pairwise greedy one, and a cap returns its first max_keep boxes.
+TEST(Nms, BlockedEqualsPairwiseGreedyAndTheCapIsItsPrefix) {
+  torch::manual_seed(3);
+  const int64_t n = 3000;
+  const torch::Tensor xy = torch::rand({n, 2}) * 200, wh = torch::rand({n, 2}) * 40 + 2;
+  const torch::Tensor boxes = torch::cat({xy, xy + wh}, 1);
+  const torch::Tensor scores = torch::rand({n});
+  for (const float thres : {0.3f, 0.45f, 0.7f}) {
+    const std::vector<int64_t> want = reference_nms(boxes, scores, thres);
+    ASSERT_GT(want.size(), 600u);
+    ASSERT_LT(want.size(), static_cast<size_t>(n));
+    EXPECT_EQ(to_vector(yolo::nms(boxes, scores, thres)), want) << "iou " << thres;
+    const std::vector<int64_t> capped = to_vector(yolo::nms(boxes, scores, thres, 300));
+    EXPECT_EQ(capped, std::vector<int64_t>(want.begin(), want.begin() + 300)) << "iou " << thres;
+  }
+  EXPECT_EQ(yolo::nms(boxes, scores, 0.5, 0).size(0), 0);
+  EXPECT_EQ(yolo::nms(boxes.slice(0, 0, 0), scores.slice(0, 0, 0), 0.5).size(0), 0);
+}
+
 TEST(Nms, ConfidenceIsObjectnessTimesClassAndClassesDoNotSuppressEachOther) {
   const auto p = preds({row(20, 20, 10, 10, 0.9f, {0.9f, 0.1f}),    // conf 0.81, class 0
                         row(21, 21, 10, 10, 0.8f, {0.1f, 0.9f}),    // conf 0.72, class 1

@@ -20,8 +20,11 @@ struct NmsOptions {
 // (n, 6) tensor per image: x1, y1, x2, y2, conf, class.
 std::vector<at::Tensor> non_max_suppression(const at::Tensor& prediction, const NmsOptions& opt);
 
-// Greedy NMS of xyxy `boxes` with `scores` (both on CPU or any device); returns kept indices in
-// descending score order (torchvision.ops.nms semantics).
-at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thres);
+// Greedy NMS of xyxy `boxes` with `scores` on their own device; returns kept indices in
+// descending score order (torchvision.ops.nms semantics). With max_keep >= 0 it stops once that
+// many are kept: the result is the first max_keep of the full answer, found without comparing
+// the boxes ranked after them.
+at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thres,
+               int64_t max_keep = -1);
 
 }  // namespace yolo
