@@ -107,6 +107,7 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--amp", action="store_true", help="autocast + GradScaler (CUDA)")
     ap.add_argument("--iters", type=int, default=4, help="timed iterations after one warm-up")
+    ap.add_argument("--channels-last", action="store_true", help="NHWC model and input")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
@@ -116,6 +117,9 @@ def main():
     print(sum(p.numel() for p in m.parameters()))
     scaler = torch.amp.GradScaler("cuda", enabled=amp) if hasattr(torch, "amp") and amp else None
     x = torch.rand(a.batch, 3, a.imgsz, a.imgsz, device=dev)
+    if a.channels_last:
+        m = m.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
 
     def sync():
         if dev.type == "cuda":
