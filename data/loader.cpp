@@ -131,14 +131,41 @@ size_t DataLoader::num_batches() const {
 Batch DataLoader::make_batch(const Epoch& e, size_t b) const {
   const size_t bs = static_cast<size_t>(opt_.batch_size);
   const size_t begin = b * bs, end = std::min(e.order.size(), begin + bs);
-  std::vector<Sample> samples;
-  samples.reserve(end - begin);
-  for (size_t pos = begin; pos < end; ++pos) {
-    const int64_t idx = e.order[pos];
-    // Global position (pos * world + rank) so ranks never share a random stream.
-    const size_t global_pos = pos * static_cast<size_t>(opt_.world_size) + opt_.rank;
-    Rng rng(sample_seed(opt_.seed, e.epoch, global_pos, idx));
-    samples.push_back(dataset_->get(static_cast<size_t>(idx), rng));
+  std::vector<Sample> samples(end - begin);
+  auto load = [&](int64_t from, int64_t to) {
+    for (int64_t k = from; k < to; ++k) {
+      const size_t pos = begin + static_cast<size_t>(k);
+      const int64_t idx = e.order[pos];
+      // Global position (pos * world + rank) so ranks never share a random stream.
+      const size_t global_pos = pos * static_cast<size_t>(opt_.world_size) + opt_.rank;
+      Rng rng(sample_seed(opt_.seed, e.epoch, global_pos, idx));
+      samples[k] = dataset_->get(static_cast<size_t>(idx), rng);
+    }
+  };
+  const auto n = static_cast<int64_t>(samples.size());
+  const int64_t helpers = workers_ == 0 ? std::min<int64_t>(n, at::get_num_threads()) - 1 : 0;
+  if (helpers > 0) {
+    // In the consumer's step, split over as many threads as the kernels use, which are idle
+    // while it loads. Plain threads, not at::parallel_for: OpenCV run on LibTorch's OpenMP
+    // threads made the kernels after it three times slower (bench_train). Each sample has its
+    // own seed, so the batch is the same on any thread count.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(helpers) + 1);
+    auto slice = [&](int64_t t) {
+      try {
+        load(n * t / (helpers + 1), n * (t + 1) / (helpers + 1));
+      } catch (...) {
+        errors[static_cast<size_t>(t)] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int64_t t = 1; t <= helpers; ++t) threads.emplace_back(slice, t);
+    slice(0);
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  } else {
+    load(0, n);
   }
   return collate(samples, opt_.float_images);
 }
@@ -164,9 +191,10 @@ void DataLoader::start_epoch(int64_t epoch) {
   e.batches = num_batches();
   // Enough claims to keep every worker busy plus `prefetch` finished batches waiting.
   e.capacity = static_cast<size_t>(workers_ + std::max(1, opt_.prefetch));
-  if (workers_ == 0) return;
-  // Workers are the parallelism; OpenCV's own pool would oversubscribe the cores (as YOLOv5).
+  // Workers or the intra-op threads are the parallelism; OpenCV's own pool would oversubscribe
+  // the cores (as YOLOv5).
   cv::setNumThreads(0);
+  if (workers_ == 0) return;
   for (int w = 0; w < workers_; ++w) {
     e.threads.emplace_back([this, &e] {
       for (;;) {

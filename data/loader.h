@@ -43,8 +43,9 @@ Batch collate(std::vector<Sample>& samples, bool float_images = true);
 
 class DataLoader {
  public:
-  // A rect dataset forces shuffle off (with a warning), as YOLOv5. Sets cv::setNumThreads(0)
-  // (process-wide) when it starts worker threads.
+  // A rect dataset forces shuffle off (with a warning), as YOLOv5. With no workers, next() loads
+  // the batch's samples in parallel on LibTorch's intra-op threads. Sets cv::setNumThreads(0)
+  // (process-wide) when an epoch starts.
   DataLoader(std::shared_ptr<const YoloDataset> dataset, LoaderOptions opt);
   ~DataLoader();  // stops and joins the workers; never blocks on a full queue
   DataLoader(const DataLoader&) = delete;

@@ -2,6 +2,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "utils/core/cpu_resources.h"
 #include "utils/core/cuda_env.h"
 #include "utils/core/device.h"
 #include "utils/core/errors.h"
@@ -126,4 +127,34 @@ TEST(Device, GlooRanksShareGpusInTurn) {
   EXPECT_EQ(yolo::rank_device(listed, 2, 4, 8, true).device, c10::Device(c10::kCUDA, 2));
   EXPECT_EQ(yolo::rank_device(listed, 3, 4, 8, true).device, c10::Device(c10::kCUDA, 3));
   EXPECT_THROW(yolo::rank_device(listed, 2, 4, 8, false), yolo::UsageError);
+}
+
+// CPU training: every core computes and batches load in the step; CUDA: loader threads as
+// YOLOv5's; OMP_NUM_THREADS and a given --workers win.
+TEST(Threads, PlanChoosesComputeThreadsAndLoaderWorkersTogether) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = omp ? omp : "";
+  unsetenv("OMP_NUM_THREADS");
+  const int cpus = yolo::usable_cpus();
+  yolo::ThreadPlan p = yolo::plan_threads(false, 8, false, 1, 16);
+  EXPECT_EQ(p.intra_op, cpus);
+  EXPECT_EQ(p.workers, 0);
+  EXPECT_NE(p.line.find("loaded in the step"), std::string::npos) << p.line;
+  p = yolo::plan_threads(false, 1, true, 1, 16);  // --workers 1 on the command line
+  EXPECT_EQ(p.workers, 1);
+  p = yolo::plan_threads(true, 8, false, 1, 16);
+  EXPECT_EQ(p.workers, std::min(cpus, 8));
+  p = yolo::plan_threads(true, 8, false, 1, 1);  // batch 1: no workers, as YOLOv5
+  EXPECT_EQ(p.workers, 0);
+  p = yolo::plan_threads(false, 8, false, 2, 16);  // two ranks share the cores
+  EXPECT_EQ(p.intra_op, std::max(1, cpus / 2));
+  setenv("OMP_NUM_THREADS", "3", 1);
+  p = yolo::plan_threads(false, 8, false, 1, 16);
+  EXPECT_EQ(p.intra_op, 3);
+  EXPECT_NE(p.line.find("OMP_NUM_THREADS"), std::string::npos) << p.line;
+  if (omp) {
+    setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  } else {
+    unsetenv("OMP_NUM_THREADS");
+  }
 }

@@ -210,7 +210,9 @@ TEST(Loader, BatchesAreDeterministicAcrossWorkerCounts) {
   make_split(d.path(), "train", 7, 64, 48);
   auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
                                           train_options(64));
-  auto run = [&](int workers) {
+  const int threads_before = at::get_num_threads();
+  auto run = [&](int workers, int threads = 1) {
+    at::set_num_threads(threads);  // without workers, the batch loads on this many threads
     LoaderOptions o;
     o.batch_size = 3;
     o.workers = workers;
@@ -222,16 +224,23 @@ TEST(Loader, BatchesAreDeterministicAcrossWorkerCounts) {
     while (auto b = loader.next()) out.push_back(std::move(*b));
     return out;
   };
-  const auto a = run(0), b = run(2), c = run(2);
+  const auto a = run(0), b = run(2), c = run(2), two = run(0, 2), e = run(0, 3);
+  at::set_num_threads(threads_before);
   ASSERT_EQ(a.size(), 3u);
   ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(two.size(), 3u);
+  ASSERT_EQ(e.size(), 3u);
   EXPECT_EQ(a[0].images.sizes(), (std::vector<int64_t>{3, 3, 64, 64}));
   EXPECT_EQ(a[2].images.size(0), 1);  // 7 = 3 + 3 + 1
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(torch::equal(a[i].images, b[i].images));
     EXPECT_TRUE(torch::equal(a[i].targets, b[i].targets));
     EXPECT_TRUE(torch::equal(b[i].images, c[i].images));
+    EXPECT_TRUE(torch::equal(a[i].images, two[i].images));
+    EXPECT_TRUE(torch::equal(a[i].images, e[i].images));
+    EXPECT_TRUE(torch::equal(a[i].targets, e[i].targets));
     EXPECT_EQ(a[i].paths, b[i].paths);
+    EXPECT_EQ(a[i].paths, e[i].paths);
   }
   EXPECT_GE(a[0].images.min().item<float>(), 0.f);
   EXPECT_LE(a[0].images.max().item<float>(), 1.f);
@@ -294,6 +303,8 @@ TEST(Loader, WorkerErrorReachesCallerWithFileName) {
       std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/val"}, val_options(32));
   const std::string victim = ds->image_files()[3];
   write_text(victim, "not an image any more");
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(2);  // without workers, image 3 loads on the second thread of the step
   for (int workers : {0, 2}) {
     LoaderOptions o;
     o.batch_size = 2;
@@ -310,6 +321,7 @@ TEST(Loader, WorkerErrorReachesCallerWithFileName) {
     }
     EXPECT_FALSE(loader.next());  // the epoch ended with the error
   }
+  at::set_num_threads(threads_before);
 }
 
 TEST(Loader, DistributedRanksSplitTheData) {

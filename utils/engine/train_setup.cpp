@@ -15,6 +15,7 @@
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/cpu_resources.h"
 #include "utils/core/yaml_io.h"
 #include "utils/dist/distributed.h"
 #include "utils/dist/sync_batchnorm.h"
@@ -38,14 +39,16 @@ Options resume_options(const Options& cli, bool strict) {
     throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
                      " must sit in a run dir's weights/ folder");
   }
-  static const std::set<std::string> kMayChange = {"resume",        "device",       "workers",
-                                                   "local_rank",    "dist-backend", "dist-timeout",
-                                                   "nproc-per-node"};
+  static const std::set<std::string> kMayChange = {"resume",         "device",       "workers",
+                                                   "local_rank",     "dist-backend", "dist-timeout",
+                                                   "nproc-per-node", "memory-format"};
   for (const auto& flag : cli.given) {
     if (strict && !kMayChange.count(flag)) {
-      throw UsageError("--" + flag + " cannot be changed when resuming (the run continues with " +
-                       "the options in " + opt_yaml.string() +
-                       "); only --device, --workers and the distributed flags may be given");
+      throw UsageError(
+          "--" + flag + " cannot be changed when resuming (the run continues with " +
+          "the options in " + opt_yaml.string() +
+          "); only --device, --workers, --memory-format and the distributed flags may be "
+          "given");
     }
   }
   Options o = load_options(opt_yaml.string());
@@ -56,6 +59,7 @@ Options resume_options(const Options& cli, bool strict) {
   for (const auto& flag : cli.given) {
     if (flag == "device") o.device = cli.device;
     if (flag == "workers") o.workers = cli.workers;
+    if (flag == "memory-format") o.memory_format = cli.memory_format;
     if (flag == "local_rank") o.local_rank = cli.local_rank;
     if (flag == "dist-backend") o.dist_backend = cli.dist_backend;
     if (flag == "dist-timeout") o.dist_timeout = cli.dist_timeout;
@@ -89,6 +93,11 @@ void resolve_run(TrainSetup& s, Options opt) {
   s.loop = {s.opt.epochs,  s.opt.patience,    s.opt.seed,          s.opt.noval,
             s.opt.noplots, s.opt.multi_scale, s.opt.image_weights, s.opt.optimizer};
   log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + s.dev.description);
+  s.threads = plan_threads(s.dev.device.is_cuda(), s.opt.workers, s.opt.was_given("workers"),
+                           s.dist.world_size(), s.opt.batch_size / s.dist.world_size());
+  apply_thread_plan(s.threads);
+  reuse_freed_memory();
+  log_info(s.threads.line);
   if (s.opt.sync_bn && !s.dist.active()) {
     log_warn("--sync-bn is only used in DDP mode; ignored for this single process");
   }
@@ -177,6 +186,9 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
     load_weights(*s.model, opt.weights);
   }
   s.model->to(s.dev.device);
+  s.channels_last = s.opt.memory_format == "channels-last" ||
+                    (s.opt.memory_format == "auto" && s.dev.device.is_cpu());
+  if (s.channels_last) to_channels_last(*s.model);
   log_info(s.model->summary());
   freeze_layers(s.model, opt.freeze);
   s.stride = s.model->max_stride();
@@ -239,7 +251,7 @@ void build_loaders(TrainSetup& s) {
   tl.batch_size = rank_batch;
   tl.world_size = world;
   tl.rank = std::max(s.dist.rank(), 0);
-  tl.workers = opt.workers;
+  tl.workers = s.threads.workers;
   tl.shuffle = !opt.rect;
   tl.seed = static_cast<uint64_t>(opt.seed);
   s.train_loader = std::make_unique<DataLoader>(s.train_set, tl);
@@ -291,6 +303,7 @@ void build_ema_and_resume(TrainSetup& s, const Checkpoint& resume_ckpt) {
   if (rank0) {
     s.ema_model = DetectionModel(s.model->spec());
     s.ema_model->to(s.dev.device);
+    if (s.channels_last) to_channels_last(*s.ema_model);
     s.ema = std::make_unique<ModelEMA>(s.ema_model.ptr(), *s.model);
   }
   if (!s.opt.resume) return;

@@ -17,6 +17,7 @@
 #include "utils/core/device.h"
 #include "utils/core/hyp.h"
 #include "utils/core/options.h"
+#include "utils/core/cpu_resources.h"
 #include "utils/dist/data_parallel.h"
 #include "utils/dist/ddp_setup.h"
 #include "utils/dist/grad_sync.h"
@@ -85,6 +86,9 @@ struct TrainSetup {
   std::vector<at::Tensor> ddp_buffers;     // broadcast before each forward without SyncBN
   std::unique_ptr<DataParallel> dp;        // several GPUs in one process
   bool amp = false;
+  bool channels_last = false;
+  ThreadPlan threads;  // intra-op threads and loader workers  // model weights (so activations) in
+                       // NHWC memory
   std::unique_ptr<ComputeLoss> loss;
   ResumePoint resume;
   bool already_finished = false;  // --resume of a run that trained all its epochs
