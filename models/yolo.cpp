@@ -354,4 +354,14 @@ DetectionModel build_model(const std::string& cfg_path, int nc) {
   return DetectionModel(parse_model_spec_file(cfg_path), nc);
 }
 
+void to_channels_last(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& t : module.parameters()) {
+    if (t.dim() == 4) t.set_data(t.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  for (auto& t : module.buffers()) {
+    if (t.dim() == 4) t.set_data(t.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
 }  // namespace yolo

@@ -58,6 +58,11 @@ class DetectionModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DetectionModel);
 
+// Puts every 4-D parameter and buffer in channels-last (NHWC) memory: convolutions then run on
+// NHWC activations, which oneDNN on the CPU computes faster. Names, shapes and values are
+// unchanged; parameters stay the same tensors (optimizers keep their references).
+void to_channels_last(torch::nn::Module& module);
+
 // Builds from a YAML file (parse errors name the file and line).
 DetectionModel build_model(const std::string& cfg_path, int nc = 0);
 

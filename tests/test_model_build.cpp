@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/common.h"
+#include "models/weights.h"
 #include "models/yolo.h"
 #include "utils/core/paths.h"
 
@@ -199,4 +200,38 @@ TEST(Model, FusedAndUnfusedOutputsAgree) {
   EXPECT_LT(m->named_parameters().size(), entries_before);
   EXPECT_TRUE(torch::allclose(before, after, 1e-4, 1e-4))
       << "max diff " << (before - after).abs().max().item<float>();
+}
+
+// Channels-last keeps every name, shape and value, so checkpoints and YOLOv5 weights are the
+// same; the outputs and gradients agree with NCHW's to float rounding.
+TEST(Model, ChannelsLastKeepsValuesAndAgreesWithNchw) {
+  torch::manual_seed(0);
+  DetectionModel a = yolo::build_model(cfg("yolov5n"), 3);
+  DetectionModel b = yolo::build_model(cfg("yolov5n"), 3);
+  yolo::load_state_dict(*b, yolo::state_dict(*a));
+  const at::Tensor w = b->named_parameters()["model.0.conv.weight"];
+  const void* storage_owner = w.unsafeGetTensorImpl();
+  yolo::to_channels_last(*b);
+  const at::Tensor w2 = b->named_parameters()["model.0.conv.weight"];
+  EXPECT_EQ(w2.unsafeGetTensorImpl(), storage_owner);  // the same parameter, for the optimizer
+  EXPECT_TRUE(w2.is_contiguous(at::MemoryFormat::ChannelsLast));
+  const auto sa = yolo::state_dict(*a), sb = yolo::state_dict(*b);
+  ASSERT_EQ(sa.size(), sb.size());
+  for (const auto& [k, t] : sa) EXPECT_TRUE(torch::equal(t, sb.at(k))) << k;
+  const at::Tensor x = torch::rand({2, 3, 64, 64});
+  const auto pa = a->forward_raw(x), pb = b->forward_raw(x);
+  at::Tensor la = torch::zeros({}), lb = torch::zeros({});
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(pa[i], pb[i], 1e-4, 1e-4)) << "level " << i;
+    la = la + pa[i].square().mean();
+    lb = lb + pb[i].square().mean();
+  }
+  la.backward();
+  lb.backward();
+  const at::Tensor ga = a->named_parameters()["model.2.cv1.conv.weight"].grad();
+  const at::Tensor gb = b->named_parameters()["model.2.cv1.conv.weight"].grad();
+  EXPECT_TRUE(gb.is_contiguous(at::MemoryFormat::ChannelsLast));
+  // Summation orders differ, so compare the whole gradient, not each element's rounding.
+  EXPECT_LT(((ga - gb).norm() / ga.norm()).item<double>(), 1e-4)
+      << (ga - gb).abs().max().item<double>() << " of " << ga.abs().max().item<double>();
 }

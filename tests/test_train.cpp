@@ -96,6 +96,7 @@ TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
 
   // val on best.pt reproduces the final validation.
   yolo::LoadedModel lm = yolo::load_model_for_inference((dir / "weights/best.pt").string(), "", "");
+  yolo::to_channels_last(*lm.model);  // as train and val on the CPU
   EXPECT_EQ(lm.names, (std::vector<std::string>{"circle", "rectangle", "triangle"}));
   yolo::DatasetOptions d;
   d.imgsz = 128;

@@ -2,8 +2,9 @@
 // loss, backward, optimizer, EMA) on generated shapes data, with the time per phase and peak RSS,
 // beside the plain-PyTorch forward+backward of the same network on the same threads
 // (scripts/bench_pytorch_yolov5n.py, when the build's Python has torch).
-// Usage: bench_train [--cfg yolov5n.yaml] [--imgsz 320] [--batch 16] [--workers 2] [--threads N]
+// Usage: bench_train [--cfg yolov5n.yaml] [--imgsz 320] [--batch 16] [--workers N] [--threads N]
 //                    [--steps 20] [--warmup 5] [--images 256] [--device cpu] [--python PATH]
+//                    [--memory-format auto|channels-last|contiguous]
 #include <sys/resource.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -33,8 +34,9 @@ namespace fs = std::filesystem;
 namespace {
 
 struct BenchArgs {
-  std::string cfg = "yolov5n.yaml", device = "cpu", python = YOLO_DEFAULT_PYTHON;
-  int imgsz = 320, batch = 16, workers = 2, threads = 0, steps = 20, warmup = 5, images = 256;
+  std::string cfg = "yolov5n.yaml", device = "cpu", python = YOLO_DEFAULT_PYTHON,
+              memory_format = "auto";
+  int imgsz = 320, batch = 16, workers = -1, threads = 0, steps = 20, warmup = 5, images = 256;
 };
 
 BenchArgs parse_args(int argc, char** argv) {
@@ -43,8 +45,10 @@ BenchArgs parse_args(int argc, char** argv) {
                                       {"--workers", &a.workers}, {"--threads", &a.threads},
                                       {"--steps", &a.steps},     {"--warmup", &a.warmup},
                                       {"--images", &a.images}};
-  std::map<std::string, std::string*> strings = {
-      {"--cfg", &a.cfg}, {"--device", &a.device}, {"--python", &a.python}};
+  std::map<std::string, std::string*> strings = {{"--cfg", &a.cfg},
+                                                 {"--device", &a.device},
+                                                 {"--python", &a.python},
+                                                 {"--memory-format", &a.memory_format}};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) throw yolo::UsageError(flag + ": expected a value (see the usage line)");
@@ -60,11 +64,12 @@ BenchArgs parse_args(int argc, char** argv) {
     } else {
       throw yolo::UsageError("unknown flag '" + flag +
                              "'; flags: --cfg --imgsz --batch --workers --threads --steps "
-                             "--warmup --images --device --python");
+                             "--warmup --images --device --python --memory-format");
     }
   }
-  if (a.steps < 1 || a.warmup < 0 || a.batch < 1 || a.images < a.batch) {
-    throw yolo::UsageError("need --steps >= 1, --warmup >= 0, --batch >= 1, --images >= --batch");
+  if (a.steps < 1 || a.warmup < 0 || a.batch < 1 || a.images < a.batch || a.workers < -1) {
+    throw yolo::UsageError(
+        "need --steps >= 1, --warmup >= 0, --batch >= 1, --images >= --batch, --workers >= 0");
   }
   return a;
 }
@@ -125,16 +130,21 @@ std::string make_data(const BenchArgs& a) {
   return yaml.string();
 }
 
-// scripts/bench_pytorch_yolov5n.py's images/s on the same model, size, batch and threads; -1 when
-// it cannot run (no torch in that Python, or a model it does not know).
+// The layout the trainer picks for these flags (train_setup: auto is channels-last on the CPU).
+bool channels_last(const BenchArgs& a) {
+  return a.memory_format == "channels-last" || (a.memory_format == "auto" && a.device == "cpu");
+}
+
+// scripts/bench_pytorch_yolov5n.py's images/s on the same model, size, batch, threads and layout;
+// -1 when it cannot run (no torch in that Python, or a model it does not know).
 double reference_images_per_s(const BenchArgs& a, int threads) {
   const std::string model = fs::path(a.cfg).stem().string();
   if (model != "yolov5n" && model != "yolov5s") return -1;
-  const std::string cmd = "'" + a.python + "' '" + yolo::project_root() +
-                          "/scripts/bench_pytorch_yolov5n.py' " + std::to_string(threads) +
-                          " --model " + model + " --imgsz " + std::to_string(a.imgsz) +
-                          " --batch " + std::to_string(a.batch) + " --device " +
-                          (a.device == "cpu" ? "cpu" : "cuda") + " 2>/dev/null";
+  const std::string cmd =
+      "'" + a.python + "' '" + yolo::project_root() + "/scripts/bench_pytorch_yolov5n.py' " +
+      std::to_string(threads) + " --model " + model + " --imgsz " + std::to_string(a.imgsz) +
+      " --batch " + std::to_string(a.batch) + " --device " + (a.device == "cpu" ? "cpu" : "cuda") +
+      (channels_last(a) ? " --channels-last" : "") + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   double ips = -1;
@@ -146,8 +156,9 @@ double reference_images_per_s(const BenchArgs& a, int threads) {
 
 void report(const BenchArgs& a, const yolo::EpochTiming& t, int threads) {
   const double s = std::max(t.seconds, 1e-9);
-  std::printf("\nbench_train: %s, %d px, batch %d, workers %d, %d threads, %s, LibTorch %s\n",
-              a.cfg.c_str(), a.imgsz, a.batch, a.workers, threads, a.device.c_str(), TORCH_VERSION);
+  std::printf("\nbench_train: %s, %d px, batch %d, workers %d, %d threads, %s, %s, LibTorch %s\n",
+              a.cfg.c_str(), a.imgsz, a.batch, a.workers, threads, a.device.c_str(),
+              channels_last(a) ? "channels-last" : "contiguous", TORCH_VERSION);
   std::printf("%d steps after %d warm-up: %lld images in %.2f s = %.1f images/s\n", a.steps,
               a.warmup, static_cast<long long>(t.images), s, t.images / s);
   // YOLOv5's warmup (the first max(3 epochs, 100) batches) steps the optimizer more often than
@@ -181,22 +192,29 @@ void report(const BenchArgs& a, const yolo::EpochTiming& t, int threads) {
 
 int main(int argc, char** argv) {
   return yolo::run_app("bench_train", [&] {
-    const BenchArgs a = parse_args(argc, argv);
-    if (a.threads > 0) at::set_num_threads(a.threads);
-    const int threads = at::get_num_threads();
+    BenchArgs a = parse_args(argc, argv);
+    // As train: --threads acts as OMP_NUM_THREADS, --workers as given on train's command line.
+    if (a.threads > 0) ::setenv("OMP_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
     yolo::Options o;
     o.cfg = a.cfg;
     o.data = make_data(a);
     o.imgsz = a.imgsz;
     o.batch_size = a.batch;
-    o.workers = a.workers;
+    if (a.workers >= 0) {
+      o.workers = a.workers;
+      o.given.push_back("workers");
+    }
     o.device = a.device;
+    o.memory_format = a.memory_format;
     o.epochs = 1000;  // stopped after the timed steps
     o.noval = o.noplots = o.nosave = true;
     o.project =
         (fs::temp_directory_path() / ("yolo_bench_runs_" + std::to_string(::getpid()))).string();
     yolo::set_log_enabled(false);
-    yolo::Trainer trainer(yolo::set_up_training(o));
+    yolo::TrainSetup setup = yolo::set_up_training(o);
+    const int threads = at::get_num_threads();
+    a.workers = setup.train_loader->workers();
+    yolo::Trainer trainer(std::move(setup));
     auto clock = std::make_unique<PhaseClock>(a.warmup, a.steps);
     const PhaseClock& phases = *clock;
     trainer.add_callback(std::move(clock));

@@ -69,6 +69,7 @@ int run(int argc, char** argv) {
   if (lm.data.empty()) throw yolo::UsageError("--data: required for these weights");
   const bool single_cls = r["single-cls"].as<bool>() || lm.single_cls;
   lm.model->to(dev.device);
+  if (dev.device.is_cpu()) yolo::to_channels_last(*lm.model);  // faster convolutions on CPU
   lm.model->eval();
   const int gs = lm.model->max_stride();
   const int imgsz = yolo::check_img_size(r["imgsz"].as<int>(), gs);

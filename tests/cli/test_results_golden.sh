@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Usage: test_results_golden.sh BIN_DIR MODE TORCH_KIND
 # Training gives the same numbers as the recorded run: a 2-epoch run on generated shapes data
-# (--seed 0 --workers 0, one intra-op thread per process) must write a results.csv identical to
-# tests/golden/results_TORCH_KIND_MODE.csv. Guards refactors of the training engine.
+# (--seed 0 --workers 0, one intra-op thread per process, NCHW memory) must write a results.csv
+# identical to tests/golden/results_TORCH_KIND_MODE.csv. Guards refactors of the training engine.
+# The recorded runs predate channels-last, CPU training's default layout, whose convolutions round
+# differently; --memory-format contiguous keeps the runs comparable.
 #   single   one process on the CPU.
 #   ddp      two CPU ranks over Gloo under the real torchrun.
 # YOLO_RECORD_GOLDEN=1 writes the golden file instead of comparing (only when the engine's
@@ -16,7 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 start_train_test "$MODE"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ARGS=(--data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --batch-size 16 --epochs 2 --seed 0
-  --workers 0 --noplots --project "$tmp/runs" --device cpu)
+  --workers 0 --memory-format contiguous --noplots --project "$tmp/runs" --device cpu)
 case "$MODE" in
   single)
     timeout 300 "$BIN/train" "${ARGS[@]}" >"$tmp/log" 2>&1 || fail "training exited $?"

@@ -392,6 +392,11 @@ const std::vector<Flag>& flags() {
       Bind("deterministic", &O::deterministic, "deterministic",
            "deterministic training: cuDNN autotuning off, deterministic algorithms where they "
            "exist"),
+      Bind("memory-format", &O::memory_format, "memory_format",
+           "activation layout: channels-last (NHWC), contiguous (NCHW), or auto: channels-last "
+           "on CPU, where oneDNN runs it faster, contiguous on CUDA")
+          .metavar("auto|channels-last|contiguous")
+          .check(empty_or_one_of({"auto", "channels-last", "contiguous"})),
       Bind("local_rank", &O::local_rank, "local_rank",
            "automatic DDP multi-GPU argument, do not modify")
           .alias("--local-rank"),

@@ -50,7 +50,8 @@ struct Options {
   std::vector<int> freeze{0};
   int save_period = -1;
   int seed = 0;
-  bool deterministic = false;  // deterministic cuDNN/algorithms instead of cuDNN autotuning
+  bool deterministic = false;          // deterministic cuDNN/algorithms instead of cuDNN autotuning
+  std::string memory_format = "auto";  // auto (channels-last on CPU), channels-last, contiguous
   int local_rank = -1;
   std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
   int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise

@@ -126,12 +126,12 @@ c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::strin
         if (name == "SGD") {
           auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
           if (s.momentum_buffer().defined())
-            ps.insert("momentum_buffer", s.momentum_buffer().cpu());
+            ps.insert("momentum_buffer", s.momentum_buffer().cpu().contiguous());
         } else {
           auto put = [&](const auto& s) {
             ps.insert("step", s.step());
-            ps.insert("exp_avg", s.exp_avg().cpu());
-            ps.insert("exp_avg_sq", s.exp_avg_sq().cpu());
+            ps.insert("exp_avg", s.exp_avg().cpu().contiguous());
+            ps.insert("exp_avg_sq", s.exp_avg_sq().cpu().contiguous());
           };
           if (name == "Adam") {
             put(static_cast<const torch::optim::AdamParamState&>(*it->second));
@@ -179,7 +179,7 @@ void load_optimizer_state(torch::optim::Optimizer& opt, const std::string& name,
         auto check = [&](const at::Tensor& t) {
           TORCH_CHECK(t.sizes() == p.sizes(), "optimizer state for parameter ", index,
                       " has shape ", t.sizes(), ", expected ", p.sizes());
-          return t.to(p.device(), p.scalar_type());
+          return torch::empty_like(p).copy_(t);  // the parameter's device, dtype and layout
         };
         if (name == "SGD") {
           auto s = std::make_unique<torch::optim::SGDParamState>();
