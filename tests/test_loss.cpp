@@ -137,3 +137,67 @@ TEST(Loss, LowPrecisionPredictionsGiveAFloat32Loss) {
   const torch::Tensor rel = ((r.items - ref.items).abs() / ref.items).max();
   EXPECT_LT(rel.item<double>(), 5e-3) << r.items << ref.items;
 }
+
+// The dense form (what a GPU runs: no host reads) gives the compact form's loss and gradients,
+// with focal loss and label smoothing, targets on cell borders and an image without targets.
+TEST(Loss, DenseFormEqualsCompactForm) {
+  torch::manual_seed(5);
+  for (const double gamma : {0.0, 1.5}) {
+    yolo::LossGains g;
+    g.fl_gamma = gamma;
+    g.label_smoothing = 0.1;
+    yolo::ComputeLoss loss(g, 4, anchors());
+    std::vector<torch::Tensor> maps;
+    for (int64_t s : {16, 8, 4}) maps.push_back(torch::randn({3, 3, s, s, 9}));
+    torch::Tensor targets = torch::rand({40, 6});
+    targets.select(1, 0).copy_(torch::randint(0, 2, {40}));  // image 2 has none
+    targets.select(1, 1).copy_(torch::randint(0, 4, {40}));
+    targets.slice(1, 4, 6).mul_(0.6).add_(0.02);
+    targets[0][2] = 0.5, targets[1][3] = 0.25;  // exactly on cell borders
+    auto run = [&](bool dense) {
+      std::vector<torch::Tensor> p;
+      for (const auto& m : maps) p.push_back(m.clone().requires_grad_(true));
+      const yolo::LossResult r = loss(p, targets, dense);
+      r.loss.backward();
+      std::vector<torch::Tensor> grads;
+      for (const auto& x : p) grads.push_back(x.grad());
+      return std::make_pair(r, grads);
+    };
+    const auto [compact, gc] = run(false);
+    const auto [dense, gd] = run(true);
+    EXPECT_TRUE(torch::allclose(compact.items, dense.items, 1e-5, 1e-7))
+        << compact.items << dense.items;
+    EXPECT_GT(compact.items[2].item<float>(), 0.f);  // the class term took part
+    for (size_t i = 0; i < gc.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(gc[i], gd[i], 1e-4, 1e-7)) << "level " << i << " gamma " << gamma;
+    }
+  }
+  // No targets at all.
+  yolo::ComputeLoss loss(yolo::LossGains{}, 3, anchors());
+  const auto maps = zero_maps(2, 3);
+  EXPECT_TRUE(torch::allclose(loss(maps, torch::zeros({0, 6}), true).items,
+                              loss(maps, torch::zeros({0, 6}), false).items));
+}
+
+// The dense assignment reads nothing back to the host: it runs on meta tensors, which have no
+// data, and its sizes follow from the batch alone. The compact one cannot: its sizes are the
+// number of assigned candidates, which only the data knows.
+TEST(Loss, DenseAssignmentNeedsNoHostReads) {
+  yolo::ComputeLoss loss(yolo::LossGains{}, 4, anchors().to(torch::kMeta));
+  const auto meta = torch::TensorOptions().device(torch::kMeta);
+  std::vector<torch::Tensor> p;
+  for (int64_t s : {8, 4, 2}) p.push_back(torch::empty({2, 3, s, s, 9}, meta));
+  const torch::Tensor targets = torch::empty({5, 6}, meta);
+  const yolo::LossTargets tg = loss.build_dense_targets(p, targets);
+  ASSERT_EQ(tg.weights.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(tg.weights[i].size(0), 5 * 3 * 5);  // neighbour cells x anchors x targets
+    EXPECT_EQ(tg.indices[i][0].size(0), 5 * 3 * 5);
+    EXPECT_EQ(tg.tbox[i].sizes(), (std::vector<int64_t>{5 * 3 * 5, 4}));
+    // The gathers the loss then does on those indices.
+    EXPECT_EQ(p[i].index({tg.indices[i][0], tg.indices[i][1], tg.indices[i][2], tg.indices[i][3]})
+                  .sizes(),
+              (std::vector<int64_t>{5 * 3 * 5, 9}));
+  }
+  EXPECT_ANY_THROW(loss.build_targets(p, targets));
+}

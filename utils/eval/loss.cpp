@@ -58,20 +58,27 @@ ComputeLoss::ComputeLoss(const LossGains& gains, int nc, const at::Tensor& ancho
   TORCH_CHECK(nl_ <= static_cast<int>(balance_.size()), "ComputeLoss: at most 5 levels");
 }
 
-at::Tensor ComputeLoss::bce(const at::Tensor& logits, const at::Tensor& target,
-                            double pos_weight) const {
+at::Tensor ComputeLoss::bce_terms(const at::Tensor& logits, const at::Tensor& target,
+                                  double pos_weight) const {
   const at::Tensor pw = torch::full({1}, pos_weight, logits.options());
-  if (g_.fl_gamma <= 0) {
-    return torch::binary_cross_entropy_with_logits(logits, target, {}, pw, at::Reduction::Mean);
-  }
-  // FocalLoss(gamma, alpha=0.25) around the BCE, as YOLOv5's utils/loss.py.
   at::Tensor loss =
       torch::binary_cross_entropy_with_logits(logits, target, {}, pw, at::Reduction::None);
+  if (g_.fl_gamma <= 0) return loss;
+  // FocalLoss(gamma, alpha=0.25) around the BCE, as YOLOv5's utils/loss.py.
   const at::Tensor prob = logits.sigmoid();
   const at::Tensor p_t = target * prob + (1 - target) * (1 - prob);
   const double alpha = 0.25;
   const at::Tensor alpha_factor = target * alpha + (1 - target) * (1 - alpha);
-  return (loss * alpha_factor * (1.0 - p_t).pow(g_.fl_gamma)).mean();
+  return loss * alpha_factor * (1.0 - p_t).pow(g_.fl_gamma);
+}
+
+at::Tensor ComputeLoss::bce(const at::Tensor& logits, const at::Tensor& target,
+                            double pos_weight) const {
+  if (g_.fl_gamma <= 0) {
+    const at::Tensor pw = torch::full({1}, pos_weight, logits.options());
+    return torch::binary_cross_entropy_with_logits(logits, target, {}, pw, at::Reduction::Mean);
+  }
+  return bce_terms(logits, target, pos_weight).mean();
 }
 
 LossTargets ComputeLoss::build_targets(const std::vector<at::Tensor>& p,
@@ -125,8 +132,107 @@ LossTargets ComputeLoss::build_targets(const std::vector<at::Tensor>& p,
   return out;
 }
 
+LossTargets ComputeLoss::build_dense_targets(const std::vector<at::Tensor>& p,
+                                             const at::Tensor& targets_in) const {
+  LossTargets out;
+  const auto fopt = torch::TensorOptions().dtype(torch::kFloat).device(targets_in.device());
+  const at::Tensor anchors_all = anchors_.to(targets_in.device());
+  const int64_t nt = targets_in.size(0);
+  const double g = 0.5;  // neighbour-cell offset
+  // (na, nt, 7): image, class, x, y, w, h, anchor
+  const at::Tensor targets =
+      torch::cat({targets_in.to(torch::kFloat).unsqueeze(0).expand({na_, nt, 6}),
+                  torch::arange(na_, fopt).view({na_, 1, 1}).expand({na_, nt, 1})},
+                 2);
+  // The cell itself, then right, down, left, up: filled on the device, never copied from the host.
+  at::Tensor off = torch::zeros({5, 2}, fopt);
+  off[1][0].fill_(g);
+  off[2][1].fill_(g);
+  off[3][0].fill_(-g);
+  off[4][1].fill_(-g);
+  for (int i = 0; i < nl_; ++i) {
+    const int64_t ny = p[i].size(2), nx = p[i].size(3);
+    at::Tensor t = targets.clone();
+    for (int col = 2; col < 6; ++col) t.select(2, col).mul_(col % 2 == 0 ? nx : ny);
+    const at::Tensor r = t.slice(2, 4, 6) / anchors_all[i].unsqueeze(1);
+    const at::Tensor keep = std::get<0>(torch::max(r, 1 / r).max(2)) < g_.anchor_t;  // (na, nt)
+    const at::Tensor gxy = t.slice(2, 2, 4);
+    const at::Tensor gxi = torch::stack({nx - t.select(2, 2), ny - t.select(2, 3)}, 2);
+    const at::Tensor jk = (torch::fmod(gxy, 1) < g) & (gxy > 1);
+    const at::Tensor lm = (torch::fmod(gxi, 1) < g) & (gxi > 1);
+    const at::Tensor sel = torch::stack({keep, keep & jk.select(2, 0), keep & jk.select(2, 1),
+                                         keep & lm.select(2, 0), keep & lm.select(2, 1)});
+    // Candidates in YOLOv5's order (offset, anchor, target), so duplicates resolve alike.
+    const at::Tensor tt = t.unsqueeze(0).expand({5, na_, nt, 7}).reshape({-1, 7});
+    const at::Tensor offsets = off.view({5, 1, 1, 2}).expand({5, na_, nt, 2}).reshape({-1, 2});
+    const at::Tensor w = sel.reshape({-1}).to(torch::kFloat);
+    const at::Tensor b = tt.select(1, 0).to(torch::kLong), c = tt.select(1, 1).to(torch::kLong);
+    const at::Tensor cxy = tt.slice(1, 2, 4), cwh = tt.slice(1, 4, 6);
+    const at::Tensor a = tt.select(1, 6).to(torch::kLong);
+    const at::Tensor gij = (cxy - offsets).to(torch::kLong);
+    const at::Tensor gi = gij.select(1, 0).clamp(0, nx - 1), gj = gij.select(1, 1).clamp(0, ny - 1);
+    // Dropped candidates get a unit box, so their (zero-weighted) CIoU stays finite.
+    const at::Tensor tbox = torch::cat({cxy - gij, cwh}, 1).masked_fill(w.unsqueeze(1) <= 0, 1.0);
+    out.indices.push_back({b, a, gj, gi});
+    out.tbox.push_back(tbox);
+    out.anchors.push_back(anchors_all[i].index({a}));
+    out.tcls.push_back(c);
+    out.weights.push_back(w);
+  }
+  return out;
+}
+
+// The compact loss's sums as weighted sums over every candidate: no size depends on the data, so
+// nothing is read back to the host. Duplicate cells in tobj keep the last assigned candidate's
+// IoU, as the compact form's index_put_ does; dropped ones write to a spare last element.
+LossResult ComputeLoss::dense_loss(const std::vector<at::Tensor>& p,
+                                   const at::Tensor& targets) const {
+  const auto opts = p[0].options().dtype(torch::kFloat);
+  at::Tensor lcls = torch::zeros({1}, opts), lbox = torch::zeros({1}, opts),
+             lobj = torch::zeros({1}, opts);
+  const LossTargets tg = build_dense_targets(p, targets);
+  const double cp = 1.0 - 0.5 * g_.label_smoothing, cn = 0.5 * g_.label_smoothing;
+  for (int i = 0; i < nl_; ++i) {
+    const at::Tensor pi = p[i].to(torch::kFloat);
+    const auto& [b, a, gj, gi] = tg.indices[i];
+    const int64_t bs = pi.size(0), ny = pi.size(2), nx = pi.size(3);
+    const int64_t cells = bs * na_ * ny * nx;
+    at::Tensor tobj = torch::zeros({cells + 1}, opts);
+    const at::Tensor w = tg.weights[i];
+    if (w.size(0)) {
+      const at::Tensor n = w.sum().clamp_min(1);
+      const at::Tensor ps = pi.index({b, a, gj, gi});  // (N, 5+nc)
+      const at::Tensor pxy = ps.slice(1, 0, 2).sigmoid() * 2 - 0.5;
+      const at::Tensor pwh = (ps.slice(1, 2, 4).sigmoid() * 2).pow(2) * tg.anchors[i];
+      const at::Tensor iou = bbox_ciou(torch::cat({pxy, pwh}, 1), tg.tbox[i]);
+      lbox = lbox + ((1.0 - iou) * w).sum() / n;
+      const at::Tensor cell = ((b * na_ + a) * ny + gj) * nx + gi;
+      tobj.index_put_({cell.masked_fill(w <= 0, cells)}, iou.detach().clamp_min(0));
+      if (nc_ > 1) {
+        const at::Tensor pcls = ps.slice(1, 5);
+        at::Tensor t = torch::full_like(pcls, cn);
+        t.index_put_({torch::arange(w.size(0), b.options()), tg.tcls[i]}, cp);
+        lcls = lcls + (bce_terms(pcls, t, g_.cls_pw) * w.unsqueeze(1)).sum() / (n * nc_);
+      }
+    }
+    const at::Tensor obj = tobj.slice(0, 0, cells).view({bs, na_, ny, nx});
+    lobj = lobj + bce(pi.select(4, 4), obj, g_.obj_pw) * balance_[i];
+  }
+  lbox = lbox * g_.box;
+  lobj = lobj * g_.obj;
+  lcls = lcls * g_.cls;
+  const int64_t bs = p[0].size(0);
+  return {(lbox + lobj + lcls) * bs, torch::cat({lbox, lobj, lcls}).detach()};
+}
+
 LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p,
                                    const at::Tensor& targets) const {
+  return (*this)(p, targets, !p[0].is_cpu());
+}
+
+LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets,
+                                   bool dense) const {
+  if (dense) return dense_loss(p, targets);
   // Float32 whatever the predictions' dtype: under autocast they are float16 (bfloat16 on CPU),
   // whose sums over a batch lose the small terms and can overflow.
   const auto opts = p[0].options().dtype(torch::kFloat);

@@ -29,6 +29,9 @@ at::Tensor bbox_ciou(const at::Tensor& box1, const at::Tensor& box2, double eps 
 struct LossTargets {
   std::vector<at::Tensor> tcls, tbox, anchors;     // per level
   std::vector<std::array<at::Tensor, 4>> indices;  // per level: image, anchor, gj, gi
+  // Dense form only: per level, 1 for an assigned candidate and 0 for one YOLOv5 drops. Empty in
+  // the compact form, which holds the assigned candidates alone.
+  std::vector<at::Tensor> weights;
 };
 
 struct LossResult {
@@ -42,12 +45,23 @@ class ComputeLoss {
   ComputeLoss(const LossGains& gains, int nc, const at::Tensor& anchors);
 
   // p: raw maps (bs, na, ny, nx, 5+nc) per level; targets (n, 6): image, class, cx, cy, w, h
-  // (normalised).
+  // (normalised). On an accelerator the dense form runs (the same loss, no host synchronisation);
+  // on the CPU the compact one, which touches fewer elements. `dense` forces either.
   LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
+  LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets,
+                        bool dense) const;
+  // YOLOv5's assignment: the compact form keeps the assigned candidates (its sizes depend on the
+  // data, so a GPU must report them to the host); the dense form keeps every candidate (5
+  // neighbour cells x anchors x targets per level, fixed by the batch) with a 0/1 weight.
   LossTargets build_targets(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
+  LossTargets build_dense_targets(const std::vector<at::Tensor>& p,
+                                  const at::Tensor& targets) const;
 
  private:
   at::Tensor bce(const at::Tensor& logits, const at::Tensor& target, double pos_weight) const;
+  // Element-wise BCE (with the focal term when fl_gamma > 0), not reduced.
+  at::Tensor bce_terms(const at::Tensor& logits, const at::Tensor& target, double pos_weight) const;
+  LossResult dense_loss(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
   LossGains g_;
   int nc_, nl_, na_;
   at::Tensor anchors_;
