@@ -38,7 +38,7 @@ int loader_worker_count(int workers, int batch_size, int world_size) {
       0, std::min({cpus / std::max(world_size, 1), batch_size > 1 ? batch_size : 0, workers}));
 }
 
-Batch collate(std::vector<Sample>& samples, bool float_images) {
+Batch collate(std::vector<Sample>& samples, bool float_images, bool pin_memory) {
   Batch out;
   const int bs = static_cast<int>(samples.size());
   if (bs == 0) return out;
@@ -55,10 +55,12 @@ Batch collate(std::vector<Sample>& samples, bool float_images) {
     s.image = padded;
     for (auto& l : s.labels) l.cx *= sx, l.w *= sx, l.cy *= sy, l.h *= sy;
   }
-  out.images = torch::empty({bs, 3, h, w}, float_images ? torch::kFloat32 : torch::kUInt8);
+  const auto pinned = torch::TensorOptions().pinned_memory(pin_memory);
+  out.images =
+      torch::empty({bs, 3, h, w}, pinned.dtype(float_images ? torch::kFloat32 : torch::kUInt8));
   size_t n_targets = 0;
   for (const auto& s : samples) n_targets += s.labels.size();
-  out.targets = torch::empty({static_cast<int64_t>(n_targets), 6}, torch::kFloat32);
+  out.targets = torch::empty({static_cast<int64_t>(n_targets), 6}, pinned.dtype(torch::kFloat32));
   float* t = out.targets.data_ptr<float>();
   const size_t plane = static_cast<size_t>(h) * w;
   const int depth = float_images ? CV_32F : CV_8U;
@@ -167,7 +169,7 @@ Batch DataLoader::make_batch(const Epoch& e, size_t b) const {
   } else {
     load(0, n);
   }
-  return collate(samples, opt_.float_images);
+  return collate(samples, opt_.float_images, opt_.pin_memory);
 }
 
 void DataLoader::stop() {

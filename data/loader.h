@@ -32,6 +32,7 @@ struct LoaderOptions {
   int prefetch = 2;  // finished batches buffered ahead of the consumer (besides those in work)
   // true: images are float32 in 0..1. false: uint8 0..255 (4x smaller; divide on the device).
   bool float_images = true;
+  bool pin_memory = false;  // page-locked batches for asynchronous copies to a GPU (CUDA only)
 };
 
 // YOLOv5's worker count: min(hardware threads / world, batch_size (0 when batch is 1), workers).
@@ -39,7 +40,9 @@ int loader_worker_count(int workers, int batch_size, int world_size);
 
 // Stacks samples into a Batch. Samples of different sizes are padded bottom/right with grey to
 // the largest (their labels re-normalised), so rect batches split across ranks still stack.
-Batch collate(std::vector<Sample>& samples, bool float_images = true);
+// `pin_memory`: page-locked tensors, which a CUDA copy with non_blocking=true reads without
+// making the host wait (needs a CUDA device).
+Batch collate(std::vector<Sample>& samples, bool float_images = true, bool pin_memory = false);
 
 class DataLoader {
  public:

@@ -10,12 +10,12 @@
 #include "data/dataset_config.h"
 #include "models/weights.h"
 #include "utils/core/checkpoint.h"
+#include "utils/core/cpu_resources.h"
 #include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
-#include "utils/core/cpu_resources.h"
 #include "utils/core/yaml_io.h"
 #include "utils/dist/distributed.h"
 #include "utils/dist/sync_batchnorm.h"
@@ -252,6 +252,7 @@ void build_loaders(TrainSetup& s) {
   tl.world_size = world;
   tl.rank = std::max(s.dist.rank(), 0);
   tl.workers = s.threads.workers;
+  tl.pin_memory = s.dev.device.is_cuda();  // as YOLOv5's loader: copies overlap the GPU's work
   tl.shuffle = !opt.rect;
   tl.seed = static_cast<uint64_t>(opt.seed);
   s.train_loader = std::make_unique<DataLoader>(s.train_set, tl);

@@ -164,7 +164,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     if (!batch) break;
     const int64_t ni = i + nb_ * epoch;
     at::Tensor imgs = batch->images.to(device, true);
-    const at::Tensor targets = batch->targets.to(device);
+    const at::Tensor targets = batch->targets.to(device, true);
     timing.images += imgs.size(0);
     if (ni <= nw_) warmup(ni, epoch);
     if (s_.loop.multi_scale) imgs = multi_scale(imgs, ni);
