@@ -356,10 +356,38 @@ TEST_F(TrainTest, CallbacksSeeTheRunsEventsInOrder) {
       "start",      "epoch0", "batch0 of 8", "trained 64 images", "val",
       "fit0",       "epoch1", "batch0 of 8", "trained 64 images", "val",
       "fit1 final", "end 2"};
-  // best.pt, when a fitness above 0 made one, is validated last.
-  if (fs::exists(s.save_dir + "/weights/best.pt")) want.push_back("final val");
+  // best.pt (written at every best-so-far fitness, 0 included) is validated last.
+  want.push_back("final val");
   EXPECT_EQ(log, want);
   // The built-in rank-0 callbacks ran too: results.csv and last.pt.
   EXPECT_EQ(yolo::read_results_csv(s.save_dir + "/results.csv").rows.size(), 2u);
   EXPECT_TRUE(fs::exists(s.save_dir + "/weights/last.pt"));
+}
+
+// As YOLOv5, best.pt is written whenever an epoch's fitness equals the best so far, 0 included: a
+// run that finds nothing (its val images hold no objects, so fitness stays exactly 0) still
+// leaves a best.pt for val and detect, holding the last such epoch's weights.
+TEST_F(TrainTest, BestPtIsWrittenWhenFitnessStaysZero) {
+  const fs::path bg = root_ / "background";
+  fs::create_directories(bg / "images/val");
+  fs::create_directories(bg / "labels/val");
+  for (const auto& e : fs::directory_iterator(root_ / "shapes/images/val")) {
+    fs::copy_file(e.path(), bg / "images/val" / e.path().filename());
+    std::ofstream(bg / "labels/val" / (e.path().stem().string() + ".txt"));  // no objects
+  }
+  const fs::path yaml = root_ / "background.yaml";
+  std::ofstream(yaml) << "train: " << (root_ / "shapes/images/train").string()
+                      << "\nval: " << (bg / "images/val").string()
+                      << "\nnames: [circle, rectangle, triangle]\n";
+  yolo::Options o = options("zero_fitness", 2);
+  o.data = yaml.string();
+  const yolo::TrainSummary s = yolo::train(o);
+  EXPECT_EQ(s.epochs_run, 2);
+  EXPECT_EQ(s.best_fitness, 0.0);
+  const std::string best = s.save_dir + "/weights/best.pt";
+  ASSERT_TRUE(fs::exists(best));
+  const auto a = yolo::load_checkpoint(best).model;
+  const auto b = yolo::load_checkpoint(s.save_dir + "/weights/last.pt").model;
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [k, t] : a) EXPECT_TRUE(torch::equal(t, b.at(k))) << k;
 }

@@ -141,6 +141,7 @@ TrainSummary Trainer::fit(const TrainHooks& hooks) {
   s_.dist.from_rank0("finished", "done");
   summary.best_fitness = best_fitness_;
   log_info("Results saved to " + save_dir);
+  log_next_steps();
   return summary;
 }
 
@@ -313,8 +314,8 @@ void Trainer::validate(EpochReport& r) {
 void Trainer::decide_best(EpochReport& r) {
   r.fitness = fitness(results_[2], results_[3]);
   early_stop_ = stopper_(r.epoch, r.fitness);
-  r.is_best = r.fitness > best_fitness_;
-  if (r.is_best) best_fitness_ = r.fitness;
+  if (r.fitness > best_fitness_) best_fitness_ = r.fitness;
+  r.is_best = r.fitness == best_fitness_;  // as YOLOv5: ties write best.pt too, 0 included
   r.stop_requested = stop_requested();
 }
 
@@ -327,6 +328,26 @@ std::string Trainer::decide_next(int epoch, bool early_stop) {
     decision = "stop";
   }
   return s_.dist.from_rank0("epoch/" + std::to_string(epoch), decision);  // rank 0's decision
+}
+
+// Where the run's files are and the commands to try them with, as a new user needs them.
+void Trainer::log_next_steps() const {
+  const std::string& best = s_.paths.best;
+  if (!fs::exists(best)) return;
+  std::error_code ec;
+  fs::path bin = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  const fs::path rel = fs::relative(bin, fs::current_path(ec), ec);
+  if (!ec && !rel.empty() && *rel.begin() != "..") bin = rel;
+  const std::string imgsz = std::to_string(s_.imgsz);
+  std::string next = "Weights: " + best + " (best fitness), " + s_.paths.last +
+                     " (last epoch); results.csv, results.png and the plots are in " +
+                     s_.paths.save_dir + "\nNext: " + (bin / "val").string() + " --weights " +
+                     best + " --imgsz " + imgsz;
+  if (!s_.data.val.empty()) {
+    next += "\n      " + (bin / "detect").string() + " --weights " + best + " --source " +
+            s_.data.val.front() + " --imgsz " + imgsz;
+  }
+  log_info(next);
 }
 
 // Rank 0 validates best.pt with the per-class table (and the plots, unless --noplots).

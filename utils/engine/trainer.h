@@ -89,6 +89,7 @@ class Trainer {
   // "continue", "stop" (early stopping) or "interrupt", the same on every rank.
   std::string decide_next(int epoch, bool early_stop);
   void final_validation(TrainSummary& summary);
+  void log_next_steps() const;
   void resample_images(int epoch);
 
   TrainSetup s_;
