@@ -110,7 +110,8 @@ int run(int argc, char** argv) {
       r["exist-ok"].as<bool>(), true);
   cfg.plots = !r["noplots"].as<bool>();
   const yolo::ValResult res = yolo::run_validation(lm.model, loader, cfg, nullptr, dev.device);
-  yolo::log_info(yolo::format_val_table(res, lm.names, cfg.verbose || lm.names.size() < 50));
+  yolo::log_info(
+      yolo::format_val_table(res, lm.names, cfg.verbose || lm.names.size() < 50, !cfg.progress));
   char speed[256];
   std::snprintf(speed, sizeof(speed),
                 "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape "

@@ -12,7 +12,9 @@
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/progress.h"
 #include "utils/core/results_csv.h"
+#include "utils/core/stopwatch.h"
 #include "utils/core/yaml_io.h"
 #include "utils/engine/trainer.h"
 #include "utils/eval/metrics.h"
@@ -123,6 +125,7 @@ std::string evolve(Options opt) {
   gen.project = fs::path(dir).parent_path().string();
   gen.name = fs::path(dir).filename().string();
   gen.exist_ok = true;
+  const Stopwatch clock;
   for (int g = 0; g < opt.evolve; ++g) {
     std::vector<std::vector<double>> rows;
     if (fs::exists(evolve_csv)) rows = read_results_csv(evolve_csv.string()).rows;
@@ -133,8 +136,12 @@ std::string evolve(Options opt) {
     const std::string hyp_path = (fs::path(dir) / "hyp_generation.yaml").string();
     save_yaml_file(hyp_to_yaml(hyp), hyp_path);
     gen.hyp = hyp_path;
-    log_info("\nEvolve generation " + std::to_string(rows.size() + 1) + " (" +
-             std::to_string(g + 1) + "/" + std::to_string(opt.evolve) + ")");
+    // Generation i/N with the elapsed time and, after the first, an ETA (the generations'
+    // mean so far).
+    log_info("\n" +
+             format_progress("Evolve generation " + std::to_string(rows.size() + 1) + " (" +
+                                 std::to_string(g + 1) + "/" + std::to_string(opt.evolve) + ")",
+                             g, opt.evolve, clock.seconds()));
     const TrainSummary s = train(gen);
     // Append: results then genes.
     std::vector<std::string> columns = val_metric_columns();

@@ -17,10 +17,11 @@ namespace fs = std::filesystem;
 
 namespace yolo {
 
-ProgressLog::ProgressLog(std::vector<std::string> names)
-    : names_(std::move(names)), tty_(::isatty(STDOUT_FILENO)) {}
+ProgressLog::ProgressLog(std::vector<std::string> names) : names_(std::move(names)) {}
 
 void ProgressLog::on_train_epoch_start(int epoch) {
+  bar_ = std::make_unique<ProgressBar>(1);  // the batch count arrives with the first batch
+  images_ = 0;
   char head[128];
   std::snprintf(head, sizeof(head), "\n%11s%11s%11s%11s%11s%11s%11s", "Epoch", "GPU_mem",
                 "box_loss", "obj_loss", "cls_loss", "Instances", "Size");
@@ -37,16 +38,13 @@ void ProgressLog::on_train_batch_end(const BatchEvent& e) {
                 static_cast<long long>(e.targets->size(0)),
                 static_cast<long long>(e.images->size(3)));
   line_ = buf;
-  if (tty_ && log_enabled()) {
-    std::printf("\r%s %lld/%lld", line_.c_str(), static_cast<long long>(e.i + 1),
-                static_cast<long long>(e.nb));
-    std::fflush(stdout);
-  }
+  images_ += e.images->size(0);
+  bar_->set_total(e.nb);
+  bar_->update(e.i + 1, line_, images_);
 }
 
 void ProgressLog::on_train_epoch_end(int epoch, const EpochTiming& t) {
-  if (tty_ && log_enabled()) std::printf("\r");
-  log_info(line_);
+  if (bar_) bar_->close(line_, images_);
   const auto f1 = [](double v) { return format_number("%.1f", v); };
   log_info(
       "  " + std::to_string(t.images) + " images in " + f1(t.seconds) + " s (" +
@@ -57,7 +55,7 @@ void ProgressLog::on_train_epoch_end(int epoch, const EpochTiming& t) {
 }
 
 void ProgressLog::on_val_end(const ValResult& r, bool final_validation) {
-  log_info(format_val_table(r, names_, final_validation));
+  log_info(format_val_table(r, names_, final_validation, /*header=*/false));  // the bar showed it
 }
 
 void ProgressLog::on_train_end(int epochs_run, double seconds) {

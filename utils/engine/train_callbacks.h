@@ -3,9 +3,11 @@
 // Callback the Trainer calls at its events. train() registers them on rank 0 only.
 #include <array>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "utils/core/progress.h"
 #include "utils/engine/callbacks.h"
 #include "utils/engine/train_setup.h"
 
@@ -27,8 +29,9 @@ class ProgressLog : public Callback {
 
  private:
   std::vector<std::string> names_;
-  bool tty_;
   std::string line_;
+  std::unique_ptr<ProgressBar> bar_;  // this epoch's
+  int64_t images_ = 0;
 };
 
 // results.csv: one row per epoch in YOLOv5's columns.

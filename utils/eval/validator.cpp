@@ -10,6 +10,7 @@
 #include "utils/core/boxes.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
+#include "utils/core/progress.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/nms.h"
 #include "utils/eval/yolo_txt.h"
@@ -25,6 +26,13 @@ std::string row(const std::string& name, int images, int instances, double p, do
   std::snprintf(buf, sizeof(buf), "%22s%11d%11d%11.3g%11.3g%11.3g%11.3g", name.c_str(), images,
                 instances, p, r, m50, m);
   return buf;
+}
+
+std::string val_header() {
+  char head[256];
+  std::snprintf(head, sizeof(head), "%22s%11s%11s%11s%11s%11s%11s", "Class", "Images", "Instances",
+                "P", "R", "mAP50", "mAP50-95");
+  return head;
 }
 
 // Maps (n, 4+) xyxy boxes from letterboxed pixels back to the original image.
@@ -54,12 +62,16 @@ class Validation {
 
   void run(DataLoader& loader) {
     loader.start_epoch(0);
-    while (true) {
+    std::optional<ProgressBar> bar;
+    if (cfg_.progress) bar.emplace(static_cast<int64_t>(loader.num_batches()));
+    for (int64_t b = 1;; ++b) {
       Stopwatch t0;
       std::optional<Batch> batch = loader.next();
       if (!batch) break;
       process(*batch, t0);
+      if (bar) bar->update(b, val_header());
     }
+    if (bar) bar->close(val_header());
     if (cfg_.save_json) json_ << "\n]\n";
   }
 
@@ -236,12 +248,9 @@ ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValCon
 }
 
 std::string format_val_table(const ValResult& r, const std::vector<std::string>& names,
-                             bool per_class) {
+                             bool per_class, bool header) {
   std::ostringstream s;
-  char head[256];
-  std::snprintf(head, sizeof(head), "%22s%11s%11s%11s%11s%11s%11s", "Class", "Images", "Instances",
-                "P", "R", "mAP50", "mAP50-95");
-  s << head << "\n";
+  if (header) s << val_header() << "\n";
   int total = 0;
   for (int n : r.nt) total += n;
   s << row("all", r.seen, total, r.mp, r.mr, r.map50, r.map);

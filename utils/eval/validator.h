@@ -24,6 +24,7 @@ struct ValConfig {
   bool save_conf = false;
   bool save_json = false;  // predictions.json (COCO results format)
   bool verbose = false;    // print the per-class table
+  bool progress = true;    // a progress bar whose text is the table's header, as YOLOv5's
 };
 
 struct ValResult {
@@ -42,6 +43,6 @@ ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValCon
 
 // YOLOv5's table: header, "all" row, and one row per class when `per_class`.
 std::string format_val_table(const ValResult& r, const std::vector<std::string>& names,
-                             bool per_class);
+                             bool per_class, bool header = true);
 
 }  // namespace yolo
