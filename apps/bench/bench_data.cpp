@@ -55,18 +55,23 @@ const char* const kFlags =
     "--sizes --width --root --batch --loader-imgsz --loader-batches --loader-workers "
     "--loader-images --loader-width";
 
+// The whole of `v` as an int; false when it is not one.
+bool to_int(const std::string& v, int& n) {
+  size_t used = 0;
+  try {
+    n = std::stoi(v, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used != 0 && used == v.size();
+}
+
 std::vector<int> parse_list(const std::string& flag, const std::string& v) {
   std::vector<int> out;
   std::stringstream ss(v);
   for (std::string item; std::getline(ss, item, ',');) {
-    size_t used = 0;
     int n = 0;
-    try {
-      n = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || n < 1) {
+    if (!to_int(item, n) || n < 1) {
       throw yolo::UsageError(flag + ": expected positive integers separated by commas, got '" + v +
                              "'");
     }
@@ -77,14 +82,8 @@ std::vector<int> parse_list(const std::string& flag, const std::string& v) {
 }
 
 int parse_int(const std::string& flag, const std::string& v) {
-  size_t used = 0;
   int n = 0;
-  try {
-    n = std::stoi(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size()) {
+  if (!to_int(v, n)) {
     throw yolo::UsageError(flag + ": expected an integer, got '" + v + "'");
   }
   return n;

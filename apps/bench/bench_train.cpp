@@ -130,21 +130,16 @@ std::string make_data(const BenchArgs& a) {
   return yaml.string();
 }
 
-// The layout the trainer picks for these flags (train_setup: auto is channels-last on the CPU).
-bool channels_last(const BenchArgs& a) {
-  return a.memory_format == "channels-last" || (a.memory_format == "auto" && a.device == "cpu");
-}
-
 // scripts/bench_pytorch_yolov5n.py's images/s on the same model, size, batch, threads and layout;
 // -1 when it cannot run (no torch in that Python, or a model it does not know).
-double reference_images_per_s(const BenchArgs& a, int threads) {
+double reference_images_per_s(const BenchArgs& a, int threads, bool channels_last) {
   const std::string model = fs::path(a.cfg).stem().string();
   if (model != "yolov5n" && model != "yolov5s") return -1;
   const std::string cmd =
       "'" + a.python + "' '" + yolo::project_root() + "/scripts/bench_pytorch_yolov5n.py' " +
       std::to_string(threads) + " --model " + model + " --imgsz " + std::to_string(a.imgsz) +
       " --batch " + std::to_string(a.batch) + " --device " + (a.device == "cpu" ? "cpu" : "cuda") +
-      (channels_last(a) ? " --channels-last" : "") + " 2>/dev/null";
+      (channels_last ? " --channels-last" : "") + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   double ips = -1;
@@ -154,11 +149,11 @@ double reference_images_per_s(const BenchArgs& a, int threads) {
   return ips;
 }
 
-void report(const BenchArgs& a, const yolo::EpochTiming& t, int threads) {
+void report(const BenchArgs& a, const yolo::EpochTiming& t, int threads, bool channels_last) {
   const double s = std::max(t.seconds, 1e-9);
   std::printf("\nbench_train: %s, %d px, batch %d, workers %d, %d threads, %s, %s, LibTorch %s\n",
               a.cfg.c_str(), a.imgsz, a.batch, a.workers, threads, a.device.c_str(),
-              channels_last(a) ? "channels-last" : "contiguous", TORCH_VERSION);
+              channels_last ? "channels-last" : "contiguous", TORCH_VERSION);
   std::printf("%d steps after %d warm-up: %lld images in %.2f s = %.1f images/s\n", a.steps,
               a.warmup, static_cast<long long>(t.images), s, t.images / s);
   // YOLOv5's warmup (the first max(3 epochs, 100) batches) steps the optimizer more often than
@@ -174,7 +169,7 @@ void report(const BenchArgs& a, const yolo::EpochTiming& t, int threads) {
   std::printf("peak RSS: %ld MiB\n", peak_rss_mib());
   const double compute = t.forward + t.loss + t.backward;
   const double ours = t.images / std::max(compute, 1e-9);
-  const double ref = reference_images_per_s(a, threads);
+  const double ref = reference_images_per_s(a, threads, channels_last);
   if (ref > 0) {
     std::printf(
         "forward+loss+backward: %.1f images/s; plain PyTorch forward+backward: %.1f images/s "
@@ -214,6 +209,7 @@ int main(int argc, char** argv) {
     yolo::TrainSetup setup = yolo::set_up_training(o);
     const int threads = at::get_num_threads();
     a.workers = setup.train_loader->workers();
+    const bool channels_last = setup.channels_last;  // the layout train chose for these flags
     yolo::Trainer trainer(std::move(setup));
     auto clock = std::make_unique<PhaseClock>(a.warmup, a.steps);
     const PhaseClock& phases = *clock;
@@ -224,7 +220,7 @@ int main(int argc, char** argv) {
     }
     fs::remove_all(o.project);
     yolo::set_log_enabled(true);
-    report(a, phases.total(), threads);
+    report(a, phases.total(), threads, channels_last);
     return 0;
   });
 }

@@ -132,6 +132,30 @@ LossTargets ComputeLoss::build_targets(const std::vector<at::Tensor>& p,
   return out;
 }
 
+// CIoU of the predicted boxes at the assigned cells (YOLOv5's xy and wh decode) with the targets.
+at::Tensor ComputeLoss::assigned_ciou(const at::Tensor& ps, const at::Tensor& anchors,
+                                      const at::Tensor& tbox) const {
+  const at::Tensor pxy = ps.slice(1, 0, 2).sigmoid() * 2 - 0.5;
+  const at::Tensor pwh = (ps.slice(1, 2, 4).sigmoid() * 2).pow(2) * anchors;
+  return bbox_ciou(torch::cat({pxy, pwh}, 1), tbox);
+}
+
+// One-hot class targets with label smoothing (YOLOv5's smooth_BCE): cp for the class, cn elsewhere.
+at::Tensor ComputeLoss::class_targets(const at::Tensor& pcls, const at::Tensor& tcls) const {
+  const double cp = 1.0 - 0.5 * g_.label_smoothing, cn = 0.5 * g_.label_smoothing;
+  at::Tensor t = torch::full_like(pcls, cn);
+  t.index_put_({torch::arange(pcls.size(0), tcls.options()), tcls}, cp);
+  return t;
+}
+
+// The gains, then the total YOLOv5 backpropagates (times the batch size) and the logged items.
+LossResult ComputeLoss::total(at::Tensor lbox, at::Tensor lobj, at::Tensor lcls, int64_t bs) const {
+  lbox = lbox * g_.box;
+  lobj = lobj * g_.obj;
+  lcls = lcls * g_.cls;
+  return {(lbox + lobj + lcls) * bs, torch::cat({lbox, lobj, lcls}).detach()};
+}
+
 LossTargets ComputeLoss::build_dense_targets(const std::vector<at::Tensor>& p,
                                              const at::Tensor& targets_in) const {
   LossTargets out;
@@ -191,7 +215,6 @@ LossResult ComputeLoss::dense_loss(const std::vector<at::Tensor>& p,
   at::Tensor lcls = torch::zeros({1}, opts), lbox = torch::zeros({1}, opts),
              lobj = torch::zeros({1}, opts);
   const LossTargets tg = build_dense_targets(p, targets);
-  const double cp = 1.0 - 0.5 * g_.label_smoothing, cn = 0.5 * g_.label_smoothing;
   for (int i = 0; i < nl_; ++i) {
     const at::Tensor pi = p[i].to(torch::kFloat);
     const auto& [b, a, gj, gi] = tg.indices[i];
@@ -202,27 +225,20 @@ LossResult ComputeLoss::dense_loss(const std::vector<at::Tensor>& p,
     if (w.size(0)) {
       const at::Tensor n = w.sum().clamp_min(1);
       const at::Tensor ps = pi.index({b, a, gj, gi});  // (N, 5+nc)
-      const at::Tensor pxy = ps.slice(1, 0, 2).sigmoid() * 2 - 0.5;
-      const at::Tensor pwh = (ps.slice(1, 2, 4).sigmoid() * 2).pow(2) * tg.anchors[i];
-      const at::Tensor iou = bbox_ciou(torch::cat({pxy, pwh}, 1), tg.tbox[i]);
+      const at::Tensor iou = assigned_ciou(ps, tg.anchors[i], tg.tbox[i]);
       lbox = lbox + ((1.0 - iou) * w).sum() / n;
       const at::Tensor cell = ((b * na_ + a) * ny + gj) * nx + gi;
       tobj.index_put_({cell.masked_fill(w <= 0, cells)}, iou.detach().clamp_min(0));
       if (nc_ > 1) {
         const at::Tensor pcls = ps.slice(1, 5);
-        at::Tensor t = torch::full_like(pcls, cn);
-        t.index_put_({torch::arange(w.size(0), b.options()), tg.tcls[i]}, cp);
+        const at::Tensor t = class_targets(pcls, tg.tcls[i]);
         lcls = lcls + (bce_terms(pcls, t, g_.cls_pw) * w.unsqueeze(1)).sum() / (n * nc_);
       }
     }
     const at::Tensor obj = tobj.slice(0, 0, cells).view({bs, na_, ny, nx});
     lobj = lobj + bce(pi.select(4, 4), obj, g_.obj_pw) * balance_[i];
   }
-  lbox = lbox * g_.box;
-  lobj = lobj * g_.obj;
-  lcls = lcls * g_.cls;
-  const int64_t bs = p[0].size(0);
-  return {(lbox + lobj + lcls) * bs, torch::cat({lbox, lobj, lcls}).detach()};
+  return total(lbox, lobj, lcls, p[0].size(0));
 }
 
 LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p,
@@ -239,7 +255,6 @@ LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p, const at::T
   at::Tensor lcls = torch::zeros({1}, opts), lbox = torch::zeros({1}, opts),
              lobj = torch::zeros({1}, opts);
   const LossTargets tg = build_targets(p, targets);
-  const double cp = 1.0 - 0.5 * g_.label_smoothing, cn = 0.5 * g_.label_smoothing;
   for (int i = 0; i < nl_; ++i) {
     const at::Tensor pi = p[i].to(torch::kFloat);
     const auto& [b, a, gj, gi] = tg.indices[i];
@@ -247,25 +262,17 @@ LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p, const at::T
     const int64_t n = b.size(0);
     if (n) {
       const at::Tensor ps = pi.index({b, a, gj, gi});  // (n, 5+nc)
-      const at::Tensor pxy = ps.slice(1, 0, 2).sigmoid() * 2 - 0.5;
-      const at::Tensor pwh = (ps.slice(1, 2, 4).sigmoid() * 2).pow(2) * tg.anchors[i];
-      const at::Tensor iou = bbox_ciou(torch::cat({pxy, pwh}, 1), tg.tbox[i]);
+      const at::Tensor iou = assigned_ciou(ps, tg.anchors[i], tg.tbox[i]);
       lbox = lbox + (1.0 - iou).mean();
       tobj.index_put_({b, a, gj, gi}, iou.detach().clamp_min(0));
       if (nc_ > 1) {
         const at::Tensor pcls = ps.slice(1, 5);
-        at::Tensor t = torch::full_like(pcls, cn);
-        t.index_put_({torch::arange(n, b.options()), tg.tcls[i]}, cp);
-        lcls = lcls + bce(pcls, t, g_.cls_pw);
+        lcls = lcls + bce(pcls, class_targets(pcls, tg.tcls[i]), g_.cls_pw);
       }
     }
     lobj = lobj + bce(pi.select(4, 4), tobj, g_.obj_pw) * balance_[i];
   }
-  lbox = lbox * g_.box;
-  lobj = lobj * g_.obj;
-  lcls = lcls * g_.cls;
-  const int64_t bs = p[0].size(0);
-  return {(lbox + lobj + lcls) * bs, torch::cat({lbox, lobj, lcls}).detach()};
+  return total(lbox, lobj, lcls, p[0].size(0));
 }
 
 }  // namespace yolo

@@ -62,6 +62,10 @@ class ComputeLoss {
   // Element-wise BCE (with the focal term when fl_gamma > 0), not reduced.
   at::Tensor bce_terms(const at::Tensor& logits, const at::Tensor& target, double pos_weight) const;
   LossResult dense_loss(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
+  at::Tensor assigned_ciou(const at::Tensor& ps, const at::Tensor& anchors,
+                           const at::Tensor& tbox) const;
+  at::Tensor class_targets(const at::Tensor& pcls, const at::Tensor& tcls) const;
+  LossResult total(at::Tensor lbox, at::Tensor lobj, at::Tensor lcls, int64_t bs) const;
   LossGains g_;
   int nc_, nl_, na_;
   at::Tensor anchors_;
