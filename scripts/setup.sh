@@ -69,6 +69,25 @@ if [ "$TORCH_KIND" = wheel ]; then
     echo "setup: PyTorch installed in $(($(date +%s) - start)) s"
   fi
   PY="$PWD/$VENV/bin/python"
+  # The test-only Python packages, beside .venv and borrowing its torch through a .pth file.
+  TEST_VENV=.cache/test-venv
+  TEST_REQ=scripts/requirements-test.txt
+  stamp="$TEST_VENV/.yolo-requirements-$(cat "$TEST_REQ" scripts/requirements-yolov5.txt "$REQ" |
+    sha256sum | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    echo "setup: installing the test-only Python packages (TensorBoard, pycocotools, YOLOv5 7.0," \
+      "ONNX, onnxruntime) into $TEST_VENV"
+    start=$(date +%s)
+    rm -rf "$TEST_VENV"
+    /usr/bin/python3 -m venv "$TEST_VENV"
+    "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$("$TEST_VENV/bin/python" \
+      -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/yolo_torch.pth"
+    "$TEST_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$TEST_REQ"
+    "$TEST_VENV/bin/python" -c 'import yolov5.export, onnxruntime, pycocotools.cocoeval, torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator'
+    touch "$stamp"
+    echo "setup: test packages installed in $(($(date +%s) - start)) s"
+  fi
   SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   # The CUDA build's CMake config needs the toolkit's nvcc; Debian does not put it on PATH.
   if ! command -v nvcc >/dev/null; then

@@ -103,13 +103,16 @@ int run(int argc, char** argv) {
   cfg.save_txt = r["save-txt"].as<bool>();
   cfg.save_conf = r["save-conf"].as<bool>();
   cfg.save_json = r["save-json"].as<bool>();
+  cfg.json_name =
+      std::filesystem::path(r["weights"].as<std::string>()).stem().string() + "_predictions.json";
+  cfg.coco91 = yolo::is_coco_dataset(dc);
   cfg.verbose = r["verbose"].as<bool>();
   cfg.save_dir = yolo::increment_path(
       (std::filesystem::path(r["project"].as<std::string>()) / r["name"].as<std::string>())
           .string(),
       r["exist-ok"].as<bool>(), true);
   cfg.plots = !r["noplots"].as<bool>();
-  const yolo::ValResult res = yolo::run_validation(lm.model, loader, cfg, nullptr, dev.device);
+  yolo::ValResult res = yolo::run_validation(lm.model, loader, cfg, nullptr, dev.device);
   yolo::log_info(
       yolo::format_val_table(res, lm.names, cfg.verbose || lm.names.size() < 50, !cfg.progress));
   char speed[256];
@@ -118,6 +121,10 @@ int run(int argc, char** argv) {
                 "(%d, 3, %d, %d)",
                 res.ms_pre, res.ms_inf, res.ms_nms, batch, imgsz, imgsz);
   yolo::log_info(speed);
+  if (cfg.save_json) {
+    const std::string json = (std::filesystem::path(cfg.save_dir) / cfg.json_name).string();
+    yolo::evaluate_coco_json(json, dc, ds->image_files(), res);
+  }
   yolo::log_info("Results saved to " + cfg.save_dir);
   return 0;
 }

@@ -71,6 +71,22 @@ void ResultsLog::on_fit_epoch_end(const EpochReport& r) {
   append_csv_row(path_, results_csv_columns(), row);
 }
 
+TensorBoardLog::TensorBoardLog(const std::string& save_dir)
+    : writer_(std::make_unique<EventWriter>(save_dir)) {
+  log_info("TensorBoard: Start with 'tensorboard --logdir " +
+           fs::path(save_dir).parent_path().string() + "', view at http://localhost:6006/");
+}
+
+void TensorBoardLog::on_fit_epoch_end(const EpochReport& r) {
+  std::vector<double> values(r.train_loss.begin(), r.train_loss.end());
+  values.insert(values.end(), r.metrics.begin(), r.metrics.end());
+  values.insert(values.end(), r.lr.begin(), r.lr.end());
+  const auto& tags = results_csv_columns();  // "epoch", then one tag per value
+  for (size_t i = 0; i < values.size(); ++i) {
+    writer_->add_scalar(tags[i + 1], static_cast<float>(values[i]), r.epoch);
+  }
+}
+
 Checkpointer::Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave,
                            int save_period)
     : paths_(std::move(paths)),
@@ -124,6 +140,7 @@ void add_rank0_callbacks(Trainer& trainer) {
   const TrainSetup& s = trainer.setup();
   trainer.add_callback(std::make_unique<ProgressLog>(s.names));
   trainer.add_callback(std::make_unique<ResultsLog>(s.paths.results_csv()));
+  trainer.add_callback(std::make_unique<TensorBoardLog>(s.paths.save_dir));
   trainer.add_callback(std::make_unique<Checkpointer>(
       s.paths, [&trainer](int epoch) { return trainer.make_checkpoint(epoch); }, s.opt.nosave,
       s.opt.save_period));

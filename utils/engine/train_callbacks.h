@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "utils/core/progress.h"
+#include "utils/core/tb_events.h"
 #include "utils/engine/callbacks.h"
 #include "utils/engine/train_setup.h"
 
@@ -44,6 +45,17 @@ class ResultsLog : public Callback {
   std::string path_;
 };
 
+// TensorBoard event files in the run folder, results.csv's values under the same tags, stepped by
+// epoch (as YOLOv5's TensorBoard logger).
+class TensorBoardLog : public Callback {
+ public:
+  explicit TensorBoardLog(const std::string& save_dir);
+  void on_fit_epoch_end(const EpochReport& r) override;
+
+ private:
+  std::unique_ptr<EventWriter> writer_;
+};
+
 // last.pt every epoch (only the final one with --nosave), best.pt when the fitness improves,
 // epochN.pt every --save-period epochs; last.pt on a stop; optimizer stripped at the end.
 class Checkpointer : public Callback {
@@ -75,7 +87,8 @@ class RunPlots : public Callback {
   std::vector<std::array<float, 5>> labels_;  // cls, cx, cy, w, h of every training label
 };
 
-// What rank 0 registers: progress, results.csv, checkpoints and (unless --noplots) plots.
+// What rank 0 registers: progress, results.csv, TensorBoard, checkpoints and (unless --noplots)
+// plots.
 void add_rank0_callbacks(Trainer& trainer);
 
 }  // namespace yolo

@@ -6,12 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
+#include "data/dataset_config.h"
 #include "utils/core/boxes.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/progress.h"
 #include "utils/core/stopwatch.h"
+#include "utils/eval/coco_eval.h"
 #include "utils/eval/nms.h"
 #include "utils/eval/yolo_txt.h"
 #include "utils/viz/plots.h"
@@ -54,7 +57,12 @@ class Validation {
     nms_.multi_label = true;
     const std::filesystem::path dir(cfg.save_dir);
     if (cfg.save_json) {
-      json_.open(dir / "predictions.json");
+      json_.open(dir / cfg.json_name);
+      if (!json_) {
+        throw std::runtime_error((dir / cfg.json_name).string() +
+                                 ": cannot write the COCO JSON results; check that the folder is "
+                                 "writable");
+      }
       json_ << "[";
     }
     if (cfg.save_txt) std::filesystem::create_directories(dir / "labels");
@@ -167,14 +175,25 @@ class Validation {
     if (cfg_.save_json) write_json(predn, stem);
   }
 
+  // YOLOv5's save_one_json: image_id from the file stem (a number when it is all digits), COCO's
+  // category id on COCO data, the box as top-left x, y, width, height in original pixels.
   void write_json(const at::Tensor& predn, const std::string& stem) {
-    for (int64_t k = 0; k < predn.size(0); ++k) {
-      const float x1 = predn[k][0].item<float>(), y1 = predn[k][1].item<float>();
-      json_ << (first_json_ ? "" : ",") << "\n  {\"image_id\": \"" << stem
-            << "\", \"category_id\": " << predn[k][5].item<int>() << ", \"bbox\": [" << x1 << ", "
-            << y1 << ", " << predn[k][2].item<float>() - x1 << ", "
-            << predn[k][3].item<float>() - y1 << "], \"score\": " << predn[k][4].item<float>()
-            << "}";
+    const std::string image_id = coco_image_id_json(stem);
+    const at::Tensor p = predn.to(torch::kFloat).contiguous();
+    auto a = p.accessor<float, 2>();
+    const auto& map91 = coco80_to_coco91();
+    for (int64_t k = 0; k < p.size(0); ++k) {
+      const int cls = static_cast<int>(a[k][5]);
+      const int category = cfg_.coco91 && cls >= 0 && cls < static_cast<int>(map91.size())
+                               ? map91[static_cast<size_t>(cls)]
+                               : cls;
+      char buf[256];
+      std::snprintf(buf, sizeof(buf),
+                    "%s\n  {\"image_id\": %s, \"category_id\": %d, \"bbox\": [%.3f, %.3f, %.3f, "
+                    "%.3f], \"score\": %.5f}",
+                    first_json_ ? "" : ",", image_id.c_str(), category, a[k][0], a[k][1],
+                    a[k][2] - a[k][0], a[k][3] - a[k][1], a[k][4]);
+      json_ << buf;
       first_json_ = false;
     }
   }
@@ -245,6 +264,31 @@ ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValCon
   ValResult res = v.finish();
   if (was_training) model->train();
   return res;
+}
+
+bool is_coco_dataset(const DatasetConfig& dc) {
+  if (dc.val.size() != 1) return false;
+  const std::filesystem::path v(dc.val.front());
+  return v.filename() == "val2017.txt" && v.parent_path().filename() == "coco";
+}
+
+void evaluate_coco_json(const std::string& json, const DatasetConfig& dc,
+                        const std::vector<std::string>& images, ValResult& res) {
+  const std::filesystem::path anno =
+      std::filesystem::path(dc.root) / "annotations" / "instances_val2017.json";
+  if (!std::filesystem::exists(anno)) {
+    log_info("Saved " + json + "; no COCO evaluation: " + anno.string() +
+             " does not exist (scripts/yolo_to_coco.py writes one from YOLO labels)");
+    return;
+  }
+  log_info("Evaluating COCO mAP of " + json + " against " + anno.string() + "...");
+  const CocoGroundTruth gt = load_coco_ground_truth(anno.string());
+  std::vector<std::string> ids;
+  for (const std::string& f : images) ids.push_back(std::filesystem::path(f).stem().string());
+  const CocoStats stats = coco_evaluate(gt, load_coco_results(json), ids);
+  log_info(stats.summary());
+  res.map = stats.map();
+  res.map50 = stats.map50();
 }
 
 std::string format_val_table(const ValResult& r, const std::vector<std::string>& names,

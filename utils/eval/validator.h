@@ -22,9 +22,11 @@ struct ValConfig {
   std::string save_dir;   // for plots and --save-txt / --save-json
   bool save_txt = false;  // labels/<image>.txt per image, YOLO format (+ conf with save_conf)
   bool save_conf = false;
-  bool save_json = false;  // predictions.json (COCO results format)
-  bool verbose = false;    // print the per-class table
-  bool progress = true;    // a progress bar whose text is the table's header, as YOLOv5's
+  bool save_json = false;  // json_name in save_dir, COCO's results format (as YOLOv5)
+  std::string json_name = "predictions.json";
+  bool coco91 = false;   // category ids through coco80_to_coco91() (COCO data), else class index
+  bool verbose = false;  // print the per-class table
+  bool progress = true;  // a progress bar whose text is the table's header, as YOLOv5's
 };
 
 struct ValResult {
@@ -40,6 +42,18 @@ struct ValResult {
 
 ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValConfig& cfg,
                          const ComputeLoss* loss, const torch::Device& device);
+
+struct DatasetConfig;
+
+// YOLOv5's is_coco: the val split is a single list file ending in coco/val2017.txt.
+bool is_coco_dataset(const DatasetConfig& dc);
+
+// val --save-json's last step, as YOLOv5's: when the dataset has annotations/instances_val2017.json
+// under its path, scores the results file `json` with COCO's protocol over the validated `images`,
+// prints the 12-line summary and puts its mAP50-95 and mAP50 into `res`; otherwise says that no
+// COCO evaluation ran and how to get one. A malformed annotations file is an error naming it.
+void evaluate_coco_json(const std::string& json, const DatasetConfig& dc,
+                        const std::vector<std::string>& images, ValResult& res);
 
 // YOLOv5's table: header, "all" row, and one row per class when `per_class`.
 std::string format_val_table(const ValResult& r, const std::vector<std::string>& names,

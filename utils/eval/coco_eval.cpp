@@ -1,0 +1,344 @@
+#include "utils/eval/coco_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+
+#include "utils/core/json.h"
+
+namespace yolo {
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.size() <= 18 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// pycocotools sorts image ids: numbers numerically, strings as strings.
+bool image_key_less(const std::string& a, const std::string& b) {
+  const bool na = all_digits(a), nb = all_digits(b);
+  if (na && nb) return std::stoll(a) < std::stoll(b);
+  if (na != nb) return na;
+  return a < b;
+}
+
+constexpr int kT = 10;   // IoU thresholds .50:.05:.95
+constexpr int kR = 101;  // recall thresholds 0:.01:1
+constexpr std::array<int, 3> kMaxDets = {1, 10, 100};
+constexpr std::array<std::array<double, 2>, 4> kAreas = {
+    {{0, 1e10}, {0, 32 * 32}, {32 * 32, 96 * 96}, {96 * 96, 1e10}}};  // all, small, medium, large
+
+double iou_threshold(int t) { return 0.5 + 0.05 * t; }
+
+double box_iou(const CocoBox& d, const CocoBox& g) {
+  const double w = std::min(d.x + d.w, g.x + g.w) - std::max(d.x, g.x);
+  const double h = std::min(d.y + d.h, g.y + g.h) - std::max(d.y, g.y);
+  if (w <= 0 || h <= 0) return 0;
+  const double inter = w * h;
+  const double uni = g.iscrowd ? d.w * d.h : d.w * d.h + g.w * g.h - inter;
+  return uni > 0 ? inter / uni : 0;
+}
+
+// evaluateImg's result for one image, category and area range.
+struct ImageEval {
+  std::vector<double> scores;                          // detections by score, at most 100
+  std::vector<std::array<bool, kT>> matched, ignored;  // per detection, per IoU threshold
+  int gt_counted = 0;                                  // ground truth not ignored
+};
+
+ImageEval evaluate_image(const std::vector<const CocoBox*>& gt_in,
+                         const std::vector<const CocoBox*>& dt_in,
+                         const std::array<double, 2>& rng) {
+  // Ground truth not ignored first (stable), detections by score (stable), at most 100.
+  std::vector<const CocoBox*> gt = gt_in;
+  auto ignore = [&](const CocoBox* g) {
+    return g->iscrowd || g->area < rng[0] || g->area > rng[1];
+  };
+  std::stable_sort(gt.begin(), gt.end(),
+                   [&](const CocoBox* a, const CocoBox* b) { return !ignore(a) && ignore(b); });
+  std::vector<const CocoBox*> dt = dt_in;
+  std::stable_sort(dt.begin(), dt.end(),
+                   [](const CocoBox* a, const CocoBox* b) { return a->score > b->score; });
+  if (dt.size() > static_cast<size_t>(kMaxDets.back())) dt.resize(kMaxDets.back());
+
+  ImageEval e;
+  for (const CocoBox* g : gt) e.gt_counted += ignore(g) ? 0 : 1;
+  e.matched.assign(dt.size(), {});
+  e.ignored.assign(dt.size(), {});
+  for (const CocoBox* d : dt) e.scores.push_back(d->score);
+  std::vector<std::vector<double>> ious(dt.size(), std::vector<double>(gt.size()));
+  for (size_t i = 0; i < dt.size(); ++i) {
+    for (size_t j = 0; j < gt.size(); ++j) ious[i][j] = box_iou(*dt[i], *gt[j]);
+  }
+  for (int t = 0; t < kT; ++t) {
+    std::vector<bool> gt_taken(gt.size(), false);
+    for (size_t i = 0; i < dt.size(); ++i) {
+      double best = std::min(iou_threshold(t), 1 - 1e-10);
+      int m = -1;
+      for (size_t j = 0; j < gt.size(); ++j) {
+        if (gt_taken[j] && !gt[j]->iscrowd) continue;
+        // Once matched to counted ground truth, ignored ground truth (sorted last) cannot win.
+        if (m > -1 && !ignore(gt[m]) && ignore(gt[j])) break;
+        if (ious[i][j] < best) continue;
+        best = ious[i][j];
+        m = static_cast<int>(j);
+      }
+      if (m == -1) {
+        const double a = dt[i]->w * dt[i]->h;  // loadRes' area for a box result
+        e.ignored[i][t] = a < rng[0] || a > rng[1];
+        continue;
+      }
+      e.ignored[i][t] = ignore(gt[m]);
+      e.matched[i][t] = true;
+      gt_taken[m] = true;
+    }
+  }
+  return e;
+}
+
+// accumulate() for one category, area range and detection limit: the 101-point precision per IoU
+// threshold (empty when no ground truth counts) and the final recall.
+struct Curve {
+  bool valid = false;
+  std::array<std::array<double, kR>, kT> precision{};
+  std::array<double, kT> recall{};
+};
+
+Curve accumulate(const std::vector<const ImageEval*>& evals, int max_det) {
+  Curve c;
+  std::vector<double> scores;
+  std::vector<std::pair<const ImageEval*, int>> refs;
+  int npig = 0;
+  for (const ImageEval* e : evals) {
+    const int n = std::min<int>(max_det, static_cast<int>(e->scores.size()));
+    for (int i = 0; i < n; ++i) {
+      scores.push_back(e->scores[i]);
+      refs.emplace_back(e, i);
+    }
+    npig += e->gt_counted;
+  }
+  if (npig == 0) return c;
+  c.valid = true;
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
+  for (int t = 0; t < kT; ++t) {
+    std::vector<double> rc, pr;
+    double tp = 0, fp = 0;
+    for (size_t k : order) {
+      const auto& [e, i] = refs[k];
+      if (e->ignored[i][t]) {
+        // an ignored detection adds to neither sum, but keeps its place in the curve
+      } else if (e->matched[i][t]) {
+        tp += 1;
+      } else {
+        fp += 1;
+      }
+      rc.push_back(tp / npig);
+      pr.push_back(tp / (fp + tp + eps));
+    }
+    c.recall[t] = rc.empty() ? 0 : rc.back();
+    for (size_t i = pr.size(); i-- > 1;) pr[i - 1] = std::max(pr[i - 1], pr[i]);
+    for (int r = 0; r < kR; ++r) {
+      const double thr = r / 100.0;
+      const auto it = std::lower_bound(rc.begin(), rc.end(), thr);
+      if (it == rc.end()) break;  // precision stays 0 beyond the highest recall reached
+      c.precision[t][r] = pr[static_cast<size_t>(it - rc.begin())];
+    }
+  }
+  return c;
+}
+
+double mean_or_minus1(double sum, int n) { return n ? sum / n : -1; }
+
+CocoBox parse_annotation(const JsonValue& a, const std::string& where) {
+  const JsonValue* img = a.find("image_id");
+  const JsonValue* cat = a.find("category_id");
+  const JsonValue* bbox = a.find("bbox");
+  if (!img || !cat || !cat->is_number() || !bbox || !bbox->is_array() || bbox->items.size() != 4) {
+    throw std::runtime_error(where + ": needs image_id, a numeric category_id and a 4-number bbox");
+  }
+  CocoBox b;
+  b.image_id = img->is_number() ? std::to_string(static_cast<long long>(img->number))
+                                : coco_image_key(img->str);
+  b.category_id = static_cast<int64_t>(cat->number);
+  double* dst[4] = {&b.x, &b.y, &b.w, &b.h};
+  for (int k = 0; k < 4; ++k) {
+    if (!bbox->items[k].is_number())
+      throw std::runtime_error(where + ": bbox values must be numbers");
+    *dst[k] = bbox->items[k].number;
+  }
+  const JsonValue* area = a.find("area");
+  b.area = area && area->is_number() ? area->number : b.w * b.h;
+  const JsonValue* crowd = a.find("iscrowd");
+  b.iscrowd = crowd && ((crowd->is_number() && crowd->number != 0) || crowd->boolean);
+  const JsonValue* id = a.find("id");
+  b.id = id && id->is_number() ? static_cast<int64_t>(id->number) : 0;
+  return b;
+}
+
+}  // namespace
+
+std::string coco_image_key(const std::string& stem_or_id) {
+  return all_digits(stem_or_id) ? std::to_string(std::stoll(stem_or_id)) : stem_or_id;
+}
+
+std::string coco_image_id_json(const std::string& stem) {
+  return all_digits(stem) ? coco_image_key(stem) : json_quote(stem);
+}
+
+CocoGroundTruth load_coco_ground_truth(const std::string& path) {
+  const JsonValue doc = read_json_file(path, {"segmentation"});
+  CocoGroundTruth gt;
+  gt.path = path;
+  const JsonValue* images = doc.find("images");
+  const JsonValue* anns = doc.find("annotations");
+  const JsonValue* cats = doc.find("categories");
+  if (!images || !images->is_array() || !anns || !anns->is_array() || !cats || !cats->is_array()) {
+    throw std::runtime_error(path +
+                             ": not a COCO annotations file (needs 'images', 'annotations' and "
+                             "'categories' lists)");
+  }
+  for (size_t i = 0; i < images->items.size(); ++i) {
+    const JsonValue* id = images->items[i].find("id");
+    if (!id || !(id->is_number() || id->is_string()))
+      throw std::runtime_error(path + ": images[" + std::to_string(i) + "] has no id");
+    gt.image_ids.push_back(id->is_number() ? std::to_string(static_cast<long long>(id->number))
+                                           : coco_image_key(id->str));
+  }
+  for (size_t i = 0; i < cats->items.size(); ++i) {
+    const JsonValue* id = cats->items[i].find("id");
+    if (!id || !id->is_number())
+      throw std::runtime_error(path + ": categories[" + std::to_string(i) + "] has no numeric id");
+    gt.category_ids.push_back(static_cast<int64_t>(id->number));
+  }
+  for (size_t i = 0; i < anns->items.size(); ++i) {
+    gt.annotations.push_back(
+        parse_annotation(anns->items[i], path + ": annotations[" + std::to_string(i) + "]"));
+  }
+  return gt;
+}
+
+std::vector<CocoBox> load_coco_results(const std::string& path) {
+  const JsonValue doc = read_json_file(path);
+  if (!doc.is_array()) throw std::runtime_error(path + ": a COCO results file is a JSON list");
+  std::vector<CocoBox> out;
+  for (size_t i = 0; i < doc.items.size(); ++i) {
+    const std::string where = path + ": entry " + std::to_string(i);
+    CocoBox b = parse_annotation(doc.items[i], where);
+    const JsonValue* score = doc.items[i].find("score");
+    if (!score || !score->is_number()) throw std::runtime_error(where + ": needs a numeric score");
+    b.score = score->number;
+    b.area = b.w * b.h;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+const std::vector<int>& coco80_to_coco91() {
+  static const std::vector<int> map = {
+      1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+      22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44,
+      46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65,
+      67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90};
+  return map;
+}
+
+CocoStats coco_evaluate(const CocoGroundTruth& gt, const std::vector<CocoBox>& detections,
+                        std::vector<std::string> image_ids) {
+  if (image_ids.empty()) image_ids = gt.image_ids;
+  for (auto& id : image_ids) id = coco_image_key(id);
+  std::sort(image_ids.begin(), image_ids.end(), image_key_less);
+  image_ids.erase(std::unique(image_ids.begin(), image_ids.end()), image_ids.end());
+  std::vector<int64_t> cats = gt.category_ids;
+  std::sort(cats.begin(), cats.end());
+  cats.erase(std::unique(cats.begin(), cats.end()), cats.end());
+
+  using Key = std::pair<std::string, int64_t>;
+  std::map<Key, std::vector<const CocoBox*>> gts, dts;
+  for (const CocoBox& b : gt.annotations) gts[{b.image_id, b.category_id}].push_back(&b);
+  for (const CocoBox& b : detections) dts[{b.image_id, b.category_id}].push_back(&b);
+
+  // evals[category][area]: the images with ground truth or detections of that category.
+  std::vector<std::array<std::vector<ImageEval>, kAreas.size()>> evals(cats.size());
+  static const std::vector<const CocoBox*> kNone;
+  for (size_t k = 0; k < cats.size(); ++k) {
+    for (const std::string& img : image_ids) {
+      const auto g = gts.find({img, cats[k]});
+      const auto d = dts.find({img, cats[k]});
+      if (g == gts.end() && d == dts.end()) continue;
+      for (size_t a = 0; a < kAreas.size(); ++a) {
+        evals[k][a].push_back(evaluate_image(g == gts.end() ? kNone : g->second,
+                                             d == dts.end() ? kNone : d->second, kAreas[a]));
+      }
+    }
+  }
+  // Mean over IoU thresholds (all, or only .50 / .75), recall points and categories.
+  auto ap = [&](size_t a, int max_det, int only_t) {
+    double sum = 0;
+    int n = 0;
+    for (size_t k = 0; k < cats.size(); ++k) {
+      std::vector<const ImageEval*> es;
+      for (const ImageEval& e : evals[k][a]) es.push_back(&e);
+      const Curve c = accumulate(es, max_det);
+      if (!c.valid) continue;
+      for (int t = 0; t < kT; ++t) {
+        if (only_t >= 0 && t != only_t) continue;
+        for (double p : c.precision[t]) sum += p;
+        n += kR;
+      }
+    }
+    return mean_or_minus1(sum, n);
+  };
+  auto ar = [&](size_t a, int max_det) {
+    double sum = 0;
+    int n = 0;
+    for (size_t k = 0; k < cats.size(); ++k) {
+      std::vector<const ImageEval*> es;
+      for (const ImageEval& e : evals[k][a]) es.push_back(&e);
+      const Curve c = accumulate(es, max_det);
+      if (!c.valid) continue;
+      for (double r : c.recall) sum += r;
+      n += kT;
+    }
+    return mean_or_minus1(sum, n);
+  };
+  CocoStats s;
+  s.stats = {ap(0, 100, -1), ap(0, 100, 0),  ap(0, 100, 5), ap(1, 100, -1),
+             ap(2, 100, -1), ap(3, 100, -1), ar(0, 1),      ar(0, 10),
+             ar(0, 100),     ar(1, 100),     ar(2, 100),    ar(3, 100)};
+  return s;
+}
+
+std::string CocoStats::summary() const {
+  static const char* kArea[] = {"all", "small", "medium", "large"};
+  struct Line {
+    bool ap;
+    const char* iou;
+    int area, max_det;
+  };
+  static const Line kLines[12] = {
+      {true, "0.50:0.95", 0, 100},  {true, "0.50", 0, 100},       {true, "0.75", 0, 100},
+      {true, "0.50:0.95", 1, 100},  {true, "0.50:0.95", 2, 100},  {true, "0.50:0.95", 3, 100},
+      {false, "0.50:0.95", 0, 1},   {false, "0.50:0.95", 0, 10},  {false, "0.50:0.95", 0, 100},
+      {false, "0.50:0.95", 1, 100}, {false, "0.50:0.95", 2, 100}, {false, "0.50:0.95", 3, 100}};
+  std::string out;
+  for (int i = 0; i < 12; ++i) {
+    const Line& l = kLines[i];
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), " %-18s %s @[ IoU=%-9s | area=%6s | maxDets=%3d ] = %0.3f\n",
+                  l.ap ? "Average Precision" : "Average Recall", l.ap ? "(AP)" : "(AR)", l.iou,
+                  kArea[l.area], l.max_det, stats[i]);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace yolo
