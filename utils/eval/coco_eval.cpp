@@ -33,7 +33,10 @@ constexpr std::array<int, 3> kMaxDets = {1, 10, 100};
 constexpr std::array<std::array<double, 2>, 4> kAreas = {
     {{0, 1e10}, {0, 32 * 32}, {32 * 32, 96 * 96}, {96 * 96, 1e10}}};  // all, small, medium, large
 
-double iou_threshold(int t) { return 0.5 + 0.05 * t; }
+// np.linspace's values, bit for bit (t * step + start, the last one exactly the end), as
+// pycocotools compares IoUs and recalls against them.
+double iou_threshold(int t) { return t == kT - 1 ? 0.95 : t * ((0.95 - 0.5) / (kT - 1)) + 0.5; }
+double recall_threshold(int r) { return r == kR - 1 ? 1.0 : r * (1.0 / (kR - 1)); }
 
 double box_iou(const CocoBox& d, const CocoBox& g) {
   const double w = std::min(d.x + d.w, g.x + g.w) - std::max(d.x, g.x);
@@ -147,8 +150,7 @@ Curve accumulate(const std::vector<const ImageEval*>& evals, int max_det) {
     c.recall[t] = rc.empty() ? 0 : rc.back();
     for (size_t i = pr.size(); i-- > 1;) pr[i - 1] = std::max(pr[i - 1], pr[i]);
     for (int r = 0; r < kR; ++r) {
-      const double thr = r / 100.0;
-      const auto it = std::lower_bound(rc.begin(), rc.end(), thr);
+      const auto it = std::lower_bound(rc.begin(), rc.end(), recall_threshold(r));
       if (it == rc.end()) break;  // precision stays 0 beyond the highest recall reached
       c.precision[t][r] = pr[static_cast<size_t>(it - rc.begin())];
     }

@@ -1,0 +1,154 @@
+"""Usage: test_yolov5_onnx.py BIN_DIR FIXTURE_DIR WORK_DIR
+Deploying through YOLOv5: scripts/to_yolov5.py turns the shared model's best.pt into a YOLOv5 v7.0
+checkpoint; YOLOv5's own val.py (both pickle layouts), detect.py and export.py load it; the ONNX
+file export.py writes, run by onnxruntime with YOLOv5's NMS, finds the boxes our `detect` finds:
+same class, IoU >= 0.95 and |conf difference| <= 0.01 for at least 98 % of them.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import onnxruntime
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMGSZ, CONF, IOU = 160, 0.1, 0.45
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def run(cmd, log, cwd=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
+    with open(log, "w") as f:
+        f.write(p.stdout)
+    if p.returncode:
+        print(p.stdout[-4000:])
+        fail(f"{' '.join(cmd)} exited {p.returncode}")
+    return p.stdout
+
+
+def all_row_map50(text, who):
+    rows = [l for l in text.splitlines() if re.search(r"^\s+all\s+\d+\s+\d+", l)]
+    if not rows:
+        fail(f"{who}: no 'all' row in its output")
+    return float(rows[-1].split()[-2])
+
+
+def box_iou(a, b):
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def ours(label_dir, stem, w, h):
+    """Our detect's --save-txt --save-conf rows as (cls, x1, y1, x2, y2, conf) in pixels."""
+    out = []
+    path = os.path.join(label_dir, stem + ".txt")
+    if os.path.exists(path):
+        for line in open(path):
+            c, cx, cy, bw, bh, conf = map(float, line.split())
+            out.append((int(c), (cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w,
+                        (cy + bh / 2) * h, conf))
+    return out
+
+
+def onnx_boxes(session, img_path):
+    from yolov5.utils.general import non_max_suppression, scale_boxes
+    im = cv2.imread(img_path)
+    x = np.ascontiguousarray(im[:, :, ::-1].transpose(2, 0, 1))[None].astype(np.float32) / 255
+    pred = session.run(None, {session.get_inputs()[0].name: x})[0]
+    det = non_max_suppression(torch.from_numpy(pred), CONF, IOU, max_det=1000)[0]
+    det[:, :4] = scale_boxes(x.shape[2:], det[:, :4], im.shape)  # clipped as detect.py (unrounded)
+    return [(int(d[5]), *map(float, d[:4]), float(d[4])) for d in det]
+
+
+def main():
+    bin_dir, fixture, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    best = os.path.join(fixture, "runs", "exp", "weights", "best.pt")
+    data = os.path.join(fixture, "data.yaml")
+    y5 = {}
+    for layout in ("pip", "repo"):
+        y5[layout] = os.path.join(work, f"yolov5_{layout}.pt")
+        run([sys.executable, os.path.join(ROOT, "scripts", "to_yolov5.py"), best, y5[layout],
+             "--layout", layout], os.path.join(work, f"convert_{layout}.log"))
+
+    # YOLOv5's val.py on both layouts against ours.
+    our_map50 = all_row_map50(run([os.path.join(bin_dir, "val"), "--weights", best, "--data", data,
+                                   "--imgsz", str(IMGSZ), "--noplots", "--project", work,
+                                   "--name", "ourval"], os.path.join(work, "ourval.log")), "our val")
+    for layout, w in y5.items():
+        m = all_row_map50(run([sys.executable, "-m", "yolov5.val", "--weights", w, "--data", data,
+                               "--imgsz", str(IMGSZ), "--project", work, "--name", f"y5val_{layout}"],
+                              os.path.join(work, f"y5val_{layout}.log")), f"YOLOv5 val ({layout})")
+        if abs(m - our_map50) > 0.01:
+            fail(f"YOLOv5's val.py on the {layout}-layout checkpoint: mAP50 {m}, ours {our_map50}")
+
+    # Square images, so that YOLOv5's fixed-shape ONNX input and our letterbox are the same pixels.
+    sq = os.path.join(work, "images")
+    os.makedirs(sq)
+    val_dir = os.path.join(fixture, "shapes", "images", "val")
+    for f in sorted(os.listdir(val_dir))[:40]:
+        im = cv2.imread(os.path.join(val_dir, f))
+        cv2.imwrite(os.path.join(sq, os.path.splitext(f)[0] + ".png"),
+                    cv2.resize(im, (IMGSZ, IMGSZ), interpolation=cv2.INTER_AREA))
+    run([sys.executable, "-m", "yolov5.detect", "--weights", y5["pip"], "--source", sq, "--imgsz",
+         str(IMGSZ), "--nosave", "--save-txt", "--project", work, "--name", "y5detect"],
+        os.path.join(work, "y5detect.log"))
+    if not glob.glob(os.path.join(work, "y5detect", "labels", "*.txt")):
+        fail("YOLOv5's detect.py wrote no labels with the converted checkpoint")
+
+    run([sys.executable, "-m", "yolov5.export", "--weights", y5["pip"], "--include", "onnx",
+         "--imgsz", str(IMGSZ)], os.path.join(work, "export.log"))
+    onnx_path = os.path.splitext(y5["pip"])[0] + ".onnx"
+    if not os.path.exists(onnx_path):
+        fail(f"YOLOv5's export.py wrote no {onnx_path}")
+    run([os.path.join(bin_dir, "detect"), "--weights", best, "--source", sq, "--imgsz", str(IMGSZ),
+         "--conf-thres", str(CONF), "--iou-thres", str(IOU), "--save-txt", "--save-conf", "--nosave",
+         "--project", work, "--name", "ourdetect"], os.path.join(work, "ourdetect.log"))
+
+    session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    total = matched = 0
+    worst = []
+    for f in sorted(os.listdir(sq)):
+        stem = os.path.splitext(f)[0]
+        a = ours(os.path.join(work, "ourdetect", "labels"), stem, IMGSZ, IMGSZ)
+        b = onnx_boxes(session, os.path.join(sq, f))
+        total += max(len(a), len(b))
+        used = set()
+        for c, *box, conf in a:
+            best_j, best_iou = -1, 0.0
+            for j, (c2, *box2, conf2) in enumerate(b):
+                if j in used or c2 != c or abs(conf2 - conf) > 0.01:
+                    continue
+                iou = box_iou(box, box2)
+                if iou > best_iou:
+                    best_j, best_iou = j, iou
+            if best_iou >= 0.95:
+                used.add(best_j)
+                matched += 1
+            else:
+                worst.append((stem, c, conf, best_iou))
+    if total < 30:
+        fail(f"only {total} boxes on {len(os.listdir(sq))} images; the comparison needs more")
+    frac = matched / total
+    print(f"ONNX via YOLOv5's export.py: {matched}/{total} boxes ({100 * frac:.1f} %) match our "
+          f"detect (same class, IoU >= 0.95, |conf diff| <= 0.01); YOLOv5 val mAP50 within 0.01 of "
+          f"ours ({our_map50}) for both layouts")
+    if frac < 0.98:
+        fail(f"only {100 * frac:.1f} % of the boxes match (need 98 %); unmatched: {worst[:10]}")
+
+
+if __name__ == "__main__":
+    main()
