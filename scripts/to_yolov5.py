@@ -18,6 +18,7 @@ import argparse
 import datetime
 import os
 import sys
+import zipfile
 
 
 def fail(msg):
@@ -113,28 +114,37 @@ def main():
     import yaml
     DetectionModel, package = import_yolov5(a.yolov5)
     yolov5_dir = os.path.dirname(os.path.dirname(sys.modules[DetectionModel.__module__].__file__))
-    try:
+    if not os.path.isfile(a.weights):
+        fail(f"{a.weights}: no such file")
+    if not zipfile.is_zipfile(a.weights):
+        fail(f"{a.weights}: not a checkpoint written by train (not a torch.save zip archive)")
+    try:  # this trainer's checkpoints hold only tensors, numbers and strings
         ck = torch.load(a.weights, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable file ends the same way
-        fail(f"{a.weights}: not a checkpoint of this trainer ({e})")
+    except Exception:  # noqa: BLE001 - any unreadable file ends the same way
+        fail(f"{a.weights}: not a checkpoint written by train (it holds pickled objects)")
     if not isinstance(ck, dict) or not isinstance(ck.get("model"), dict):
         fail(f"{a.weights}: no 'model' weights dict; is it a checkpoint written by train?")
     sd = ck["model"]
     opt = yaml.safe_load(ck.get("opt") or "") or {}
     hyp = yaml.safe_load(ck.get("hyp") or "") or {}
 
-    heads = sorted(k for k in sd if k.endswith(".weight") and ".m." in k and k.split(".")[-3] == "m"
-                   and sd[k].dim() == 4 and k.startswith(f"model.{max(int(x.split('.')[1]) for x in sd)}."))
-    if not heads:
-        fail(f"{a.weights}: no Detect head found in the weights")
-    na = sd[max(k for k in sd if k.endswith(".anchors"))].shape[1]
-    nc = sd[heads[0]].shape[0] // na - 5
+    # The Detect layer is the last one: anchors (nl, na, 2) and one 1x1 conv per level with
+    # na * (5 + nc) outputs.
+    last = max(int(k.split(".")[1]) for k in sd if k.startswith("model."))
+    anchors, head = sd.get(f"model.{last}.anchors"), sd.get(f"model.{last}.m.0.weight")
+    if anchors is None or head is None:
+        fail(f"{a.weights}: no Detect layer (model.{last}.anchors, model.{last}.m.0.weight)")
+    nc = head.shape[0] // anchors.shape[1] - 5
     cfg = read_yaml(find_cfg(opt, a.cfg, yolov5_dir), "cfg")
     model = DetectionModel(cfg, ch=3, nc=nc)
-    missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()},
+                                                    strict=False)
+    except RuntimeError as e:  # shapes differ: another model size
+        missing, unexpected = [str(e).splitlines()[-1].strip()], []
     if missing or unexpected:
-        fail(f"the weights do not fit {cfg.get('backbone') and 'the model YAML'}: missing "
-             f"{missing[:5]}, unexpected {unexpected[:5]}; give the run's --cfg")
+        fail(f"the weights do not fit the model YAML: missing {missing[:5]}, unexpected "
+             f"{unexpected[:5]}; give the run's model YAML with --cfg")
     model.names = class_names(opt, a.data, nc)
     model.nc = nc
     model.hyp = hyp
