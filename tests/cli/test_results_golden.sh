@@ -34,6 +34,9 @@ case "$MODE" in
 esac
 csv="$tmp/runs/exp/results.csv"
 [[ -f "$csv" ]] || fail "no results.csv"
+# TensorBoard's event file comes from rank 0 alone: one file, whatever the number of ranks.
+events=$(find "$tmp/runs" -name 'events.out.tfevents.*' | wc -l)
+[[ "$events" == 1 ]] || fail "$events TensorBoard event files under $tmp/runs (want 1, from rank 0)"
 if [[ "${YOLO_RECORD_GOLDEN:-0}" == 1 ]]; then
   mkdir -p "$(dirname "$GOLDEN")"
   cp "$csv" "$GOLDEN"

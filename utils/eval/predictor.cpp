@@ -20,6 +20,7 @@
 #include "utils/core/log.h"
 #include "utils/core/options.h"
 #include "utils/core/paths.h"
+#include "utils/core/progress.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/model_loader.h"
 #include "utils/eval/nms.h"
@@ -102,6 +103,7 @@ std::string run_detect(const DetectConfig& cfg) {
   nms.max_det = cfg.max_det;
   nms.classes = cfg.classes;
   torch::NoGradGuard no_grad;
+  const Stopwatch clock;
   for (size_t i = 0; i < files.size(); ++i) {
     const Stopwatch t0;
     cv::Mat im0 = read_image(files[i]);  // throws naming the file when unreadable
@@ -149,9 +151,13 @@ std::string run_detect(const DetectConfig& cfg) {
     for (const auto& [c, n] : counts) {
       s += std::to_string(n) + " " + class_name(lm.names, c) + (n > 1 ? "s" : "") + ", ";
     }
+    // YOLOv5's line per image, with the run's elapsed time and ETA as its progress bars show them.
+    const double elapsed = clock.seconds();
+    const double eta =
+        elapsed / static_cast<double>(i + 1) * static_cast<double>(files.size() - i - 1);
     char t[32];
     std::snprintf(t, sizeof(t), "%.1fms", ms);
-    log_info(s + t);
+    log_info(s + t + " [" + format_duration(elapsed) + "<" + format_duration(eta) + "]");
   }
   log_info("Results saved to " + save_dir);
   return save_dir;
