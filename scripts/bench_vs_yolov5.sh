@@ -6,7 +6,7 @@
 #                                   [--repeats 3] [--yolov5-threads 1,2] [--ours-threads default]
 #                                   [--train build/bin/train] [--out runs/bench_vs_yolov5]
 #
-# Needs what scripts/setup.sh makes: the default build, and YOLOv5 7.0
+# Needs what scripts/setup.sh --test-packages makes: the default build, and YOLOv5 7.0
 # (scripts/requirements-yolov5.txt) in .cache/test-venv, which borrows .venv's torch through a
 # .pth file so both trainers run on PyTorch 2.11. Not part of the tests: takes about 10 minutes
 # per repeat on 2 cores.
@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 }
 VENV=.cache/test-venv
 [ -x "$VENV/bin/python" ] || {
-  echo "bench_vs_yolov5: $VENV is missing; scripts/setup.sh installs YOLOv5 7.0 there" >&2
+  echo "bench_vs_yolov5: $VENV is missing; scripts/setup.sh --test-packages installs YOLOv5 7.0" \
+    "there" >&2
   exit 1
 }
 exec "$VENV/bin/python" scripts/bench_vs_yolov5.py "$@"

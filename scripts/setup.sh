@@ -2,10 +2,14 @@
 # Installs everything the project needs, then configures and builds.
 # Idempotent: packages already present are not reinstalled, and the build is incremental.
 #
-# Usage: scripts/setup.sh [--torch wheel|system] [--no-build] [--targets "T1 T2"] [cmake -D...]
+# Usage: scripts/setup.sh [--torch wheel|system] [--test-packages] [--no-build] [--targets "T1 T2"]
+#                         [cmake -D...]
 #   --torch wheel  (default) LibTorch 2.x with CUDA, cuDNN and NCCL from PyTorch's pinned CUDA
 #                  wheel (scripts/requirements-torch.txt), installed into .venv; builds in build/.
 #   --torch system Debian's libtorch-dev 1.13 (CPU only, with Gloo); builds in build-system/.
+#   --test-packages  also the Python packages only tests use (scripts/requirements-test.txt:
+#                  TensorBoard, pycocotools, YOLOv5 7.0, ONNX, onnxruntime) into .cache/test-venv,
+#                  borrowing .venv's torch; scripts/test.sh asks for them (wheel build only).
 #   YOLO_TORCH=wheel|system does the same as --torch; BUILD_DIR overrides the build folder and
 #   YOLO_VENV the virtual environment's.
 set -euo pipefail
@@ -13,6 +17,7 @@ cd "$(dirname "$0")/.."
 
 TORCH_KIND=${YOLO_TORCH:-wheel}
 BUILD=1
+TEST_PACKAGES=0
 TARGETS=()
 CMAKE_ARGS=()
 while (($#)); do
@@ -20,6 +25,7 @@ while (($#)); do
     --torch) TORCH_KIND=${2:-}; shift 2 || { echo "setup: --torch needs wheel or system" >&2; exit 2; } ;;
     --torch=*) TORCH_KIND=${1#--torch=}; shift ;;
     --no-build) BUILD=0; shift ;;
+    --test-packages) TEST_PACKAGES=1; shift ;;
     --targets) read -r -a TARGETS <<<"${2:-}"; shift 2 || { echo "setup: --targets needs a list" >&2; exit 2; } ;;
     *) CMAKE_ARGS+=("$1"); shift ;;
   esac
@@ -74,7 +80,7 @@ if [ "$TORCH_KIND" = wheel ]; then
   TEST_REQ=scripts/requirements-test.txt
   stamp="$TEST_VENV/.yolo-requirements-$(cat "$TEST_REQ" scripts/requirements-yolov5.txt "$REQ" |
     sha256sum | cut -c1-16)"
-  if [ ! -f "$stamp" ]; then
+  if [ "$TEST_PACKAGES" = 1 ] && [ ! -f "$stamp" ]; then
     echo "setup: installing the test-only Python packages (TensorBoard, pycocotools, YOLOv5 7.0," \
       "ONNX, onnxruntime) into $TEST_VENV"
     start=$(date +%s)

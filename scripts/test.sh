@@ -28,6 +28,7 @@ while (($#)); do
   esac
 done
 SETUP+=(--torch "$KIND")
+[ "$KIND" = wheel ] && [ "$SMOKE" = 0 ] && SETUP+=(--test-packages)
 if [ "$SANITIZE" = 1 ]; then
   export BUILD_DIR=${BUILD_DIR:-build-asan}
   SETUP+=(-DYOLO_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Usage: train_fixture.sh BIN_DIR OUT_DIR
 # The model the interoperability tests share: yolov5n trained 40 epochs at 160 px on the built-in
-# shapes data (about 1.5 minutes on 2 cores), in OUT_DIR/runs/exp; data in OUT_DIR/shapes.
+# shapes data (about 2.5 minutes on one thread), in OUT_DIR/runs/exp; data in OUT_DIR/shapes.
+# One intra-op thread: ctest runs another test beside it, and two processes of two OpenMP
+# threads each on two cores spin against each other (a run then takes 5x longer).
 set -euo pipefail
 BIN=${1:?usage: train_fixture.sh BIN_DIR OUT_DIR}
 OUT=${2:?usage: train_fixture.sh BIN_DIR OUT_DIR}
@@ -10,6 +12,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 write_shapes_yaml "$OUT"
 cd "$OUT"
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 if ! "$BIN/train" --data "$OUT/data.yaml" --cfg yolov5n.yaml --imgsz 160 --batch-size 16 \
   --epochs 40 --seed 0 --noplots --project "$OUT/runs" --name exp --device cpu >"$OUT/train.log" 2>&1; then
   tail -30 "$OUT/train.log"

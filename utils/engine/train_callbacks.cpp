@@ -82,8 +82,16 @@ void TensorBoardLog::on_fit_epoch_end(const EpochReport& r) {
   values.insert(values.end(), r.metrics.begin(), r.metrics.end());
   values.insert(values.end(), r.lr.begin(), r.lr.end());
   const auto& tags = results_csv_columns();  // "epoch", then one tag per value
-  for (size_t i = 0; i < values.size(); ++i) {
-    writer_->add_scalar(tags[i + 1], static_cast<float>(values[i]), r.epoch);
+  if (!writer_) return;
+  try {
+    for (size_t i = 0; i < values.size(); ++i) {
+      writer_->add_scalar(tags[i + 1], static_cast<float>(values[i]), r.epoch);
+    }
+  } catch (const std::exception& e) {
+    // A side log: its failure (disk full) must not stop the run before last.pt is saved.
+    log_warn(std::string("TensorBoard: ") + e.what() + "; no more events are written " +
+             "(results.csv has every value)");
+    writer_.reset();
   }
 }
 
