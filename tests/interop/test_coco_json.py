@@ -11,28 +11,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def run(cmd, log):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    with open(log, "w") as f:
-        f.write(p.stdout)
-    if p.returncode:
-        print(p.stdout[-3000:])
-        fail(f"{' '.join(cmd)} exited {p.returncode}")
-    return p.stdout
+from interop_common import ROOT, fail, run
 
 
 def write_yaml(path, root, val, names):

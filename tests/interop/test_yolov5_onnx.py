@@ -8,7 +8,6 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import cv2
@@ -16,23 +15,9 @@ import numpy as np
 import onnxruntime
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from interop_common import ROOT, fail, run
+
 IMGSZ, CONF, IOU = 160, 0.1, 0.45
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def run(cmd, log, cwd=None):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
-    with open(log, "w") as f:
-        f.write(p.stdout)
-    if p.returncode:
-        print(p.stdout[-4000:])
-        fail(f"{' '.join(cmd)} exited {p.returncode}")
-    return p.stdout
 
 
 def all_row_map50(text, who):

@@ -27,6 +27,7 @@
 
 #include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
+#include "utils/core/json.h"
 
 namespace yolo {
 
@@ -242,38 +243,6 @@ class C10dGroup : public ProcessGroup {
   std::string backend_;
 };
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 DistEnv read_dist_env(int cli_local_rank) {
@@ -412,9 +381,9 @@ void write_elastic_error_file(const std::string& path, const std::string& type,
   if (!f) return;
   const std::string text = type + ": " + message;
   std::fprintf(f,
-               "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"py_callstack\": \"%s\", "
+               "{\"message\": {\"message\": %s, \"extraInfo\": {\"py_callstack\": %s, "
                "\"timestamp\": \"%lld\"}}}",
-               json_escape(text).c_str(), json_escape(text).c_str(),
+               json_quote(text).c_str(), json_quote(text).c_str(),
                static_cast<long long>(std::time(nullptr)));
   std::fclose(f);
 }

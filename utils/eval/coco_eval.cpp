@@ -282,14 +282,21 @@ CocoStats coco_evaluate(const CocoGroundTruth& gt, const std::vector<CocoBox>& d
       }
     }
   }
-  // Mean over IoU thresholds (all, or only .50 / .75), recall points and categories.
-  auto ap = [&](size_t a, int max_det, int only_t) {
-    double sum = 0;
-    int n = 0;
+  // accumulate() for every category, in one area range with one detection limit.
+  auto curves = [&](size_t a, int max_det) {
+    std::vector<Curve> out;
     for (size_t k = 0; k < cats.size(); ++k) {
       std::vector<const ImageEval*> es;
       for (const ImageEval& e : evals[k][a]) es.push_back(&e);
-      const Curve c = accumulate(es, max_det);
+      out.push_back(accumulate(es, max_det));
+    }
+    return out;
+  };
+  // Precision averaged over IoU thresholds (all, or only .50 / .75), recall points, categories.
+  auto ap = [&](size_t a, int only_t) {
+    double sum = 0;
+    int n = 0;
+    for (const Curve& c : curves(a, kMaxDets.back())) {
       if (!c.valid) continue;
       for (int t = 0; t < kT; ++t) {
         if (only_t >= 0 && t != only_t) continue;
@@ -302,10 +309,7 @@ CocoStats coco_evaluate(const CocoGroundTruth& gt, const std::vector<CocoBox>& d
   auto ar = [&](size_t a, int max_det) {
     double sum = 0;
     int n = 0;
-    for (size_t k = 0; k < cats.size(); ++k) {
-      std::vector<const ImageEval*> es;
-      for (const ImageEval& e : evals[k][a]) es.push_back(&e);
-      const Curve c = accumulate(es, max_det);
+    for (const Curve& c : curves(a, max_det)) {
       if (!c.valid) continue;
       for (double r : c.recall) sum += r;
       n += kT;
@@ -313,9 +317,8 @@ CocoStats coco_evaluate(const CocoGroundTruth& gt, const std::vector<CocoBox>& d
     return mean_or_minus1(sum, n);
   };
   CocoStats s;
-  s.stats = {ap(0, 100, -1), ap(0, 100, 0),  ap(0, 100, 5), ap(1, 100, -1),
-             ap(2, 100, -1), ap(3, 100, -1), ar(0, 1),      ar(0, 10),
-             ar(0, 100),     ar(1, 100),     ar(2, 100),    ar(3, 100)};
+  s.stats = {ap(0, -1), ap(0, 0),  ap(0, 5),   ap(1, -1),  ap(2, -1),  ap(3, -1),
+             ar(0, 1),  ar(0, 10), ar(0, 100), ar(1, 100), ar(2, 100), ar(3, 100)};
   return s;
 }
 
