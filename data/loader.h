@@ -63,6 +63,7 @@ class DataLoader {
   void stop();
 
   size_t num_batches() const;  // per epoch, this rank
+  const YoloDataset& dataset() const { return *dataset_; }
   int workers() const { return workers_; }
   const DistributedSampler& sampler() const { return sampler_; }
 

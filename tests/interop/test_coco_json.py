@@ -5,7 +5,8 @@ val --save-json writes COCO results that pycocotools scores, and val's own COCO 
      pycocotools' 12 numbers on the same JSON equal val's summary (printed to 3 decimals), and
      val's own mAP50-95 (YOLOv5's metric) is within 0.02 of COCO's.
   2. the same images as COCO names them (all-digit stems, a coco/val2017.txt list): image ids are
-     numbers and categories COCO's 91-id numbering, as YOLOv5 writes them for COCO.
+     numbers and categories COCO's 91-id numbering, as YOLOv5 writes them for COCO;
+  3. one epoch of training on that data ends, as YOLOv5's, with best.pt scored by COCO's protocol.
 """
 import json
 import os
@@ -107,9 +108,22 @@ def main():
         fail(f"{dt}: image ids {sorted(ids)[:5]}... are not the numbers of the file stems")
     if not cats <= {1, 2, 3}:
         fail(f"{dt}: categories {sorted(cats)} are not COCO's ids of classes 0-2 (1, 2, 3)")
-    compare("coco", summary, pycoco(os.path.join(coco, "annotations", "instances_val2017.json"), dt))
+    coco_gt = os.path.join(coco, "annotations", "instances_val2017.json")
+    compare("coco", summary, pycoco(coco_gt, dt))
+
+    # 3. Training on COCO data scores best.pt with COCO's protocol at the end, as YOLOv5 does.
+    out = run([os.path.join(bin_dir, "train"), "--data", data, "--weights", weights, "--cfg",
+               "yolov5n.yaml", "--imgsz", "160", "--epochs", "1", "--noplots", "--project", work,
+               "--name", "train_coco", "--device", "cpu"], os.path.join(work, "train_coco.log"))
+    summary = [float(m) for m in re.findall(r"\] = (-?[0-9.]+)$", out, re.M)]
+    dt = os.path.join(work, "train_coco", "best_predictions.json")
+    if len(summary) != 12 or not os.path.exists(dt):
+        fail("training on COCO-named data did not score best.pt with COCO's protocol "
+             f"(summary lines: {len(summary)}, {dt} exists: {os.path.exists(dt)})")
+    compare("train on coco", summary, pycoco(coco_gt, dt))
     print(f"COCO JSON: pycocotools mAP50-95 {stats[0]:.4f} mAP50 {stats[1]:.4f} equal val's summary; "
-          f"val's own mAP50-95 {yolo_map:.4f}; numeric ids and 91-id categories on COCO-named data")
+          f"val's own mAP50-95 {yolo_map:.4f}; numeric ids and 91-id categories on COCO-named data, "
+          "where training's final validation is COCO-scored too")
 
 
 if __name__ == "__main__":

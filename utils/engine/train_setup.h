@@ -86,9 +86,8 @@ struct TrainSetup {
   std::vector<at::Tensor> ddp_buffers;     // broadcast before each forward without SyncBN
   std::unique_ptr<DataParallel> dp;        // several GPUs in one process
   bool amp = false;
-  bool channels_last = false;
-  ThreadPlan threads;  // intra-op threads and loader workers  // model weights (so activations) in
-                       // NHWC memory
+  bool channels_last = false;  // model weights (so activations) in NHWC memory
+  ThreadPlan threads;          // intra-op threads and loader workers
   std::unique_ptr<ComputeLoss> loss;
   ResumePoint resume;
   bool already_finished = false;  // --resume of a run that trained all its epochs

@@ -361,9 +361,15 @@ void Trainer::final_validation(TrainSummary& summary) {
   cfg.save_dir = s_.paths.save_dir;
   cfg.verbose = true;
   cfg.plots = !s_.loop.noplots;
-  const ValResult vr =
-      run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
-  callbacks_.val_end(vr, true);
+  // As YOLOv5 (save_json=is_coco): on COCO data best.pt is also scored with COCO's protocol.
+  cfg.save_json = cfg.coco91 = is_coco_dataset(s_.data);
+  cfg.json_name = "best_predictions.json";
+  ValResult vr = run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
+  callbacks_.val_end(vr, true);  // the table shows val's own metrics, then COCO's summary follows
+  if (cfg.save_json) {
+    evaluate_coco_json((fs::path(cfg.save_dir) / cfg.json_name).string(), s_.data,
+                       s_.val_loader->dataset().image_files(), vr);
+  }
   summary.final_results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
 }
 
