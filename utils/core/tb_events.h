@@ -30,8 +30,7 @@ class EventWriter {
   std::ofstream out_;
 };
 
-// A record read back from an event file (tests; a reader for tools). `ok` is false when a length
-// or payload checksum fails or the file ends mid-record.
+// A record read back from an event file (for tests and tools).
 struct EventRecord {
   double wall_time = 0;
   int64_t step = 0;

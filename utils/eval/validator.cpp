@@ -187,13 +187,11 @@ class Validation {
       const int category = cfg_.coco91 && cls >= 0 && cls < static_cast<int>(map91.size())
                                ? map91[static_cast<size_t>(cls)]
                                : cls;
-      char buf[256];
+      char buf[512];  // the numbers; the image id (a file stem of any length) goes separately
       std::snprintf(buf, sizeof(buf),
-                    "%s\n  {\"image_id\": %s, \"category_id\": %d, \"bbox\": [%.3f, %.3f, %.3f, "
-                    "%.3f], \"score\": %.5f}",
-                    first_json_ ? "" : ",", image_id.c_str(), category, a[k][0], a[k][1],
-                    a[k][2] - a[k][0], a[k][3] - a[k][1], a[k][4]);
-      json_ << buf;
+                    ", \"category_id\": %d, \"bbox\": [%.3f, %.3f, %.3f, %.3f], \"score\": %.5f}",
+                    category, a[k][0], a[k][1], a[k][2] - a[k][0], a[k][3] - a[k][1], a[k][4]);
+      json_ << (first_json_ ? "" : ",") << "\n  {\"image_id\": " << image_id << buf;
       first_json_ = false;
     }
   }
