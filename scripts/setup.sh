@@ -75,6 +75,7 @@ if [ "$TORCH_KIND" = wheel ]; then
     echo "setup: PyTorch installed in $(($(date +%s) - start)) s"
   fi
   PY="$PWD/$VENV/bin/python"
+  SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   # The test-only Python packages, beside .venv and borrowing its torch through a .pth file.
   TEST_VENV=.cache/test-venv
   TEST_REQ=scripts/requirements-test.txt
@@ -86,7 +87,7 @@ if [ "$TORCH_KIND" = wheel ]; then
     start=$(date +%s)
     rm -rf "$TEST_VENV"
     /usr/bin/python3 -m venv "$TEST_VENV"
-    "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$("$TEST_VENV/bin/python" \
+    echo "$SITE" >"$("$TEST_VENV/bin/python" \
       -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/yolo_torch.pth"
     "$TEST_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$TEST_REQ"
     "$TEST_VENV/bin/python" -c 'import yolov5.export, onnxruntime, pycocotools.cocoeval, torch
@@ -94,7 +95,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
     touch "$stamp"
     echo "setup: test packages installed in $(($(date +%s) - start)) s"
   fi
-  SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   # The CUDA build's CMake config needs the toolkit's nvcc; Debian does not put it on PATH.
   if ! command -v nvcc >/dev/null; then
     for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do

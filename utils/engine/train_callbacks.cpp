@@ -63,12 +63,21 @@ void ProgressLog::on_train_end(int epochs_run, double seconds) {
            format_number("%.3f", seconds / 3600) + " hours.");
 }
 
-void ResultsLog::on_fit_epoch_end(const EpochReport& r) {
+namespace {
+
+// An epoch's row of results.csv: epoch, train losses, val metrics and losses, learning rates.
+std::vector<double> results_row(const EpochReport& r) {
   std::vector<double> row{static_cast<double>(r.epoch)};
   row.insert(row.end(), r.train_loss.begin(), r.train_loss.end());
   row.insert(row.end(), r.metrics.begin(), r.metrics.end());
   row.insert(row.end(), r.lr.begin(), r.lr.end());
-  append_csv_row(path_, results_csv_columns(), row);
+  return row;
+}
+
+}  // namespace
+
+void ResultsLog::on_fit_epoch_end(const EpochReport& r) {
+  append_csv_row(path_, results_csv_columns(), results_row(r));
 }
 
 TensorBoardLog::TensorBoardLog(const std::string& save_dir)
@@ -78,14 +87,12 @@ TensorBoardLog::TensorBoardLog(const std::string& save_dir)
 }
 
 void TensorBoardLog::on_fit_epoch_end(const EpochReport& r) {
-  std::vector<double> values(r.train_loss.begin(), r.train_loss.end());
-  values.insert(values.end(), r.metrics.begin(), r.metrics.end());
-  values.insert(values.end(), r.lr.begin(), r.lr.end());
-  const auto& tags = results_csv_columns();  // "epoch", then one tag per value
   if (!writer_) return;
+  const std::vector<double> row = results_row(r);
+  const auto& tags = results_csv_columns();  // the epoch is the step, every other column a tag
   try {
-    for (size_t i = 0; i < values.size(); ++i) {
-      writer_->add_scalar(tags[i + 1], static_cast<float>(values[i]), r.epoch);
+    for (size_t i = 1; i < row.size(); ++i) {
+      writer_->add_scalar(tags[i], static_cast<float>(row[i]), r.epoch);
     }
   } catch (const std::exception& e) {
     // A side log: its failure (disk full) must not stop the run before last.pt is saved.

@@ -54,30 +54,44 @@ struct ImageEval {
   int gt_counted = 0;                                  // ground truth not ignored
 };
 
-ImageEval evaluate_image(const std::vector<const CocoBox*>& gt_in,
-                         const std::vector<const CocoBox*>& dt_in,
-                         const std::array<double, 2>& rng) {
-  // Ground truth not ignored first (stable), detections by score (stable), at most 100.
-  std::vector<const CocoBox*> gt = gt_in;
+// One image and category: its ground truth, its detections by score (stable, at most 100) and
+// their IoUs, computed once for all area ranges (computeIoU).
+struct ImagePair {
+  std::vector<const CocoBox*> gt, dt;
+  std::vector<std::vector<double>> ious;  // [detection][ground truth]
+};
+
+ImagePair pair_up(const std::vector<const CocoBox*>& gt, const std::vector<const CocoBox*>& dt) {
+  ImagePair p{gt, dt, {}};
+  std::stable_sort(p.dt.begin(), p.dt.end(),
+                   [](const CocoBox* a, const CocoBox* b) { return a->score > b->score; });
+  if (p.dt.size() > static_cast<size_t>(kMaxDets.back())) p.dt.resize(kMaxDets.back());
+  p.ious.assign(p.dt.size(), std::vector<double>(p.gt.size()));
+  for (size_t i = 0; i < p.dt.size(); ++i) {
+    for (size_t j = 0; j < p.gt.size(); ++j) p.ious[i][j] = box_iou(*p.dt[i], *p.gt[j]);
+  }
+  return p;
+}
+
+// evaluateImg for one area range.
+ImageEval evaluate_image(const ImagePair& p, const std::array<double, 2>& rng) {
   auto ignore = [&](const CocoBox* g) {
     return g->iscrowd || g->area < rng[0] || g->area > rng[1];
   };
-  std::stable_sort(gt.begin(), gt.end(),
-                   [&](const CocoBox* a, const CocoBox* b) { return !ignore(a) && ignore(b); });
-  std::vector<const CocoBox*> dt = dt_in;
-  std::stable_sort(dt.begin(), dt.end(),
-                   [](const CocoBox* a, const CocoBox* b) { return a->score > b->score; });
-  if (dt.size() > static_cast<size_t>(kMaxDets.back())) dt.resize(kMaxDets.back());
+  // Ground truth not ignored first (stable); gt[j] is p.gt[order[j]].
+  std::vector<size_t> order(p.gt.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return !ignore(p.gt[a]) && ignore(p.gt[b]); });
+  std::vector<const CocoBox*> gt;
+  for (size_t j : order) gt.push_back(p.gt[j]);
+  const std::vector<const CocoBox*>& dt = p.dt;
 
   ImageEval e;
   for (const CocoBox* g : gt) e.gt_counted += ignore(g) ? 0 : 1;
   e.matched.assign(dt.size(), {});
   e.ignored.assign(dt.size(), {});
   for (const CocoBox* d : dt) e.scores.push_back(d->score);
-  std::vector<std::vector<double>> ious(dt.size(), std::vector<double>(gt.size()));
-  for (size_t i = 0; i < dt.size(); ++i) {
-    for (size_t j = 0; j < gt.size(); ++j) ious[i][j] = box_iou(*dt[i], *gt[j]);
-  }
   for (int t = 0; t < kT; ++t) {
     std::vector<bool> gt_taken(gt.size(), false);
     for (size_t i = 0; i < dt.size(); ++i) {
@@ -87,8 +101,9 @@ ImageEval evaluate_image(const std::vector<const CocoBox*>& gt_in,
         if (gt_taken[j] && !gt[j]->iscrowd) continue;
         // Once matched to counted ground truth, ignored ground truth (sorted last) cannot win.
         if (m > -1 && !ignore(gt[m]) && ignore(gt[j])) break;
-        if (ious[i][j] < best) continue;
-        best = ious[i][j];
+        const double iou = p.ious[i][order[j]];
+        if (iou < best) continue;
+        best = iou;
         m = static_cast<int>(j);
       }
       if (m == -1) {
@@ -276,21 +291,26 @@ CocoStats coco_evaluate(const CocoGroundTruth& gt, const std::vector<CocoBox>& d
       const auto g = gts.find({img, cats[k]});
       const auto d = dts.find({img, cats[k]});
       if (g == gts.end() && d == dts.end()) continue;
+      const ImagePair pair =
+          pair_up(g == gts.end() ? kNone : g->second, d == dts.end() ? kNone : d->second);
       for (size_t a = 0; a < kAreas.size(); ++a) {
-        evals[k][a].push_back(evaluate_image(g == gts.end() ? kNone : g->second,
-                                             d == dts.end() ? kNone : d->second, kAreas[a]));
+        evals[k][a].push_back(evaluate_image(pair, kAreas[a]));
       }
     }
   }
-  // accumulate() for every category, in one area range with one detection limit.
-  auto curves = [&](size_t a, int max_det) {
-    std::vector<Curve> out;
-    for (size_t k = 0; k < cats.size(); ++k) {
-      std::vector<const ImageEval*> es;
-      for (const ImageEval& e : evals[k][a]) es.push_back(&e);
-      out.push_back(accumulate(es, max_det));
+  // accumulate() for every category, in one area range with one detection limit; each of the six
+  // combinations the stats use is computed once.
+  std::map<std::pair<size_t, int>, std::vector<Curve>> cache;
+  auto curves = [&](size_t a, int max_det) -> const std::vector<Curve>& {
+    auto [it, fresh] = cache.try_emplace({a, max_det});
+    if (fresh) {
+      for (size_t k = 0; k < cats.size(); ++k) {
+        std::vector<const ImageEval*> es;
+        for (const ImageEval& e : evals[k][a]) es.push_back(&e);
+        it->second.push_back(accumulate(es, max_det));
+      }
     }
-    return out;
+    return it->second;
   };
   // Precision averaged over IoU thresholds (all, or only .50 / .75), recall points, categories.
   auto ap = [&](size_t a, int only_t) {
