@@ -93,6 +93,12 @@ Batch collate(std::vector<Sample>& samples, bool float_images, bool pin_memory) 
   return out;
 }
 
+at::Tensor images_to_device(const at::Tensor& images, const c10::Device& device) {
+  at::Tensor x = images.to(device, /*non_blocking=*/true);
+  if (x.scalar_type() == torch::kUInt8) x = x.to(torch::kFloat32).mul_(1.0 / 255);
+  return x;
+}
+
 struct DataLoader::Epoch {
   int64_t epoch = 0;
   std::vector<int64_t> order;  // this rank's sample indices

@@ -44,6 +44,11 @@ int loader_worker_count(int workers, int batch_size, int world_size);
 // making the host wait (needs a CUDA device).
 Batch collate(std::vector<Sample>& samples, bool float_images = true, bool pin_memory = false);
 
+// A batch's images on `device` as float32 in 0..1, what the model takes. uint8 batches travel as
+// bytes (asynchronously from pinned memory) and are converted there, as x * (1/255) in float:
+// bit for bit what collate's float_images conversion gives. float32 batches are only moved.
+at::Tensor images_to_device(const at::Tensor& images, const c10::Device& device);
+
 class DataLoader {
  public:
   // A rect dataset forces shuffle off (with a warning), as YOLOv5. With no workers, next() loads

@@ -147,3 +147,93 @@ TEST(Nms, EmptyAndBatched) {
   o.iou_thres = 1.5;
   EXPECT_THROW(yolo::non_max_suppression(torch::zeros({1, 1, 6}), o), c10::Error);
 }
+
+// Model outputs for the batched NMS: boxes crowded into a 100 px field, so that most overlap, and
+// with `coarse` scores on a 1/32 grid, so that many confidences tie.
+torch::Tensor random_predictions(int64_t bs, int64_t n, int64_t nc, bool coarse) {
+  const torch::Tensor xy = torch::rand({bs, n, 2}) * 100, wh = torch::rand({bs, n, 2}) * 30 + 1;
+  torch::Tensor s = torch::rand({bs, n, 1 + nc});
+  if (coarse) s = (s * 32).floor() / 32;
+  return torch::cat({xy, wh, s}, 2);
+}
+
+// The GPU's batched NMS, run on the CPU, keeps exactly the per-image rows (boxes, confs, classes,
+// order; equal confs in candidate order) over crowded images with tied confidences, one or
+// several classes, multi-label or not, class filters, max_det reached and more than the 30000
+// candidates an image may bring. On the CPU's own schedule it is the per-image pass.
+TEST(Nms, BatchedKeepsThePerImageRows) {
+  struct Case {
+    const char* name;
+    int64_t bs, n, nc;
+    bool coarse;
+    NmsOptions o;
+  };
+  NmsOptions val;  // the validator's
+  val.conf_thres = 0.001;
+  val.iou_thres = 0.6;
+  val.multi_label = true;
+  NmsOptions detect;
+  NmsOptions agnostic = detect;
+  agnostic.agnostic = true;
+  agnostic.classes = {0, 2, 9};
+  NmsOptions few = val;
+  few.max_det = 7;
+  few.iou_thres = 1;
+  NmsOptions all = val;
+  all.max_det = -1;
+  all.iou_thres = 0.3;
+  const std::vector<Case> cases = {{"val", 4, 2000, 3, true, val},
+                                   {"val, one class", 3, 1500, 1, true, val},
+                                   {"detect", 4, 2000, 5, true, detect},
+                                   {"agnostic, classes", 3, 1500, 4, true, agnostic},
+                                   {"max_det 7, iou 1", 3, 500, 3, true, few},
+                                   {"no max_det", 3, 500, 2, false, all},
+                                   {"over 30000", 2, 11000, 3, false, val}};
+  torch::manual_seed(5);
+  for (const Case& c : cases) {
+    torch::Tensor p = random_predictions(c.bs, c.n, c.nc, c.coarse);
+    p[1].select(1, 4).mul_(1e-4);  // an image with few or no candidates
+    NmsOptions stable = c.o;
+    stable.stable_ties = true;
+    const std::vector<torch::Tensor> want = yolo::non_max_suppression(p, stable);
+    size_t most = 0;
+    for (const auto& w : want) most = std::max(most, static_cast<size_t>(w.size(0)));
+    if (c.o.max_det > 0) EXPECT_EQ(most, static_cast<size_t>(c.o.max_det)) << c.name;
+    for (const bool device_schedule : {true, false}) {
+      const yolo::BatchDetections got =
+          yolo::non_max_suppression_batched(p, device_schedule ? c.o : stable, device_schedule);
+      ASSERT_EQ(got.size(), c.bs) << c.name;
+      for (int64_t i = 0; i < c.bs; ++i) {
+        const torch::Tensor g = got.image(i);
+        ASSERT_EQ(g.sizes(), want[i].sizes()) << c.name << ", image " << i;
+        EXPECT_TRUE(torch::equal(g, want[i]))
+            << c.name << ", image " << i << (device_schedule ? ", device schedule" : "");
+      }
+    }
+  }
+}
+
+// Lower-precision predictions are suppressed in float32; empty batches and images work.
+TEST(Nms, BatchedHalfInputAndEmpty) {
+  torch::manual_seed(6);
+  NmsOptions o;
+  o.conf_thres = 0.01;
+  o.multi_label = true;
+  const torch::Tensor p = random_predictions(3, 400, 3, false).to(torch::kHalf);
+  o.stable_ties = true;  // float16 scores tie often
+  const auto want = yolo::non_max_suppression(p.to(torch::kFloat), o);
+  o.stable_ties = false;  // the batched NMS ranks so whatever the option
+  const yolo::BatchDetections got = yolo::non_max_suppression_batched(p, o, true);
+  ASSERT_EQ(got.kept.scalar_type(), torch::kFloat);
+  for (int64_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(got.image(i), want[i])) << i;
+  for (const bool device_schedule : {false, true}) {
+    const auto none =
+        yolo::non_max_suppression_batched(torch::zeros({3, 10, 7}), o, device_schedule);
+    ASSERT_EQ(none.size(), 3);
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(none.image(i).sizes(), (std::vector<int64_t>{0, 6}));
+    EXPECT_EQ(
+        yolo::non_max_suppression_batched(torch::zeros({0, 10, 7}), o, device_schedule).size(), 0);
+    EXPECT_EQ(yolo::non_max_suppression_batched(torch::zeros({2, 0, 7}), o, device_schedule).size(),
+              2);
+  }
+}

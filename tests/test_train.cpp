@@ -2,6 +2,7 @@
 // are reproducible,
 // val reproduces the final metrics from best.pt, and detect writes images and labels.
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "data/shapes_dataset.h"
 #include "models/yolo.h"
 #include "utils/core/checkpoint.h"
+#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/hyp.h"
 #include "utils/core/paths.h"
@@ -390,4 +392,40 @@ TEST_F(TrainTest, BestPtIsWrittenWhenFitnessStaysZero) {
   const auto b = yolo::load_checkpoint(s.save_dir + "/weights/last.pt").model;
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [k, t] : a) EXPECT_TRUE(torch::equal(t, b.at(k))) << k;
+}
+
+// On a GPU a training step never waits for the device: one step of the real Trainer (loader,
+// copy, AMP forward, loss, backward, unscale, clip, fused SGD, EMA, running loss) runs under
+// CUDA's sync-debug mode set to error, which throws at any synchronising call.
+class SyncDebugWindow : public yolo::Callback {
+ public:
+  void on_train_batch_end(const yolo::BatchEvent& e) override {
+    if (e.i == 1) yolo::set_cuda_sync_debug_error(true);  // step 2 runs under it
+    if (e.i == 2) {
+      yolo::set_cuda_sync_debug_error(false);
+      checked = true;
+      yolo::request_stop();
+    }
+  }
+  bool checked = false;
+};
+
+TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  yolo::Options o = options("sync_debug", 1);
+  o.device = "0";
+  o.noval = true;
+  yolo::Trainer trainer(yolo::set_up_training(o));
+  ASSERT_GE(trainer.setup().loop.loss_read_interval, 4);  // step 2 does not read the loss
+  auto window = std::make_unique<SyncDebugWindow>();
+  SyncDebugWindow* w = window.get();
+  trainer.add_callback(std::move(window));
+  try {
+    trainer.fit();
+  } catch (const yolo::TrainingInterrupted&) {
+  } catch (const std::exception& e) {
+    yolo::set_cuda_sync_debug_error(false);
+    FAIL() << "a step synchronised with the GPU: " << e.what();
+  }
+  EXPECT_TRUE(w->checked);
 }

@@ -1,10 +1,15 @@
 // Training throughput in steady state: real training steps of train's own engine (loader, model,
-// loss, backward, optimizer, EMA) on generated shapes data, with the time per phase and peak RSS,
-// beside the plain-PyTorch forward+backward of the same network on the same threads
-// (scripts/bench_pytorch_yolov5n.py, when the build's Python has torch).
+// loss, backward, optimizer, EMA) on generated shapes data, with the time per phase, peak RSS and
+// peak GPU memory, beside the plain-PyTorch forward+backward of the same network, threads and
+// layout (scripts/bench_pytorch_yolov5n.py, when the build's Python has torch).
 // Usage: bench_train [--cfg yolov5n.yaml] [--imgsz 320] [--batch 16] [--workers N] [--threads N]
 //                    [--steps 20] [--warmup 5] [--images 256] [--device cpu] [--python PATH]
-//                    [--memory-format auto|channels-last|contiguous]
+//                    [--memory-format auto|channels-last|contiguous] [--data loader|memory]
+//                    [--timing host|sync|events]
+//   --data memory: a few batches made by the loader before timing, fed again and again, so the
+//                  step alone is measured (the copy to the device included).
+//   --timing:      how phases are timed on CUDA: GPU time between events (default), a device
+//                  synchronise at each phase boundary, or host time (what queues, not what runs).
 #include <sys/resource.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -12,16 +17,20 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/shapes_dataset.h"
 #include "utils/core/app_main.h"
+#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/phase_clock.h"
 #include "utils/core/stopwatch.h"
 #include "utils/engine/trainer.h"
 
@@ -35,7 +44,7 @@ namespace {
 
 struct BenchArgs {
   std::string cfg = "yolov5n.yaml", device = "cpu", python = YOLO_DEFAULT_PYTHON,
-              memory_format = "auto";
+              memory_format = "auto", data = "loader", timing;
   int imgsz = 320, batch = 16, workers = -1, threads = 0, steps = 20, warmup = 5, images = 256;
 };
 
@@ -45,10 +54,10 @@ BenchArgs parse_args(int argc, char** argv) {
                                       {"--workers", &a.workers}, {"--threads", &a.threads},
                                       {"--steps", &a.steps},     {"--warmup", &a.warmup},
                                       {"--images", &a.images}};
-  std::map<std::string, std::string*> strings = {{"--cfg", &a.cfg},
-                                                 {"--device", &a.device},
-                                                 {"--python", &a.python},
-                                                 {"--memory-format", &a.memory_format}};
+  std::map<std::string, std::string*> strings = {
+      {"--cfg", &a.cfg},       {"--device", &a.device},
+      {"--python", &a.python}, {"--memory-format", &a.memory_format},
+      {"--data", &a.data},     {"--timing", &a.timing}};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) throw yolo::UsageError(flag + ": expected a value (see the usage line)");
@@ -64,13 +73,18 @@ BenchArgs parse_args(int argc, char** argv) {
     } else {
       throw yolo::UsageError("unknown flag '" + flag +
                              "'; flags: --cfg --imgsz --batch --workers --threads --steps "
-                             "--warmup --images --device --python --memory-format");
+                             "--warmup --images --device --python --memory-format --data "
+                             "--timing");
     }
   }
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1 || a.images < a.batch || a.workers < -1) {
     throw yolo::UsageError(
         "need --steps >= 1, --warmup >= 0, --batch >= 1, --images >= --batch, --workers >= 0");
   }
+  if (a.data != "loader" && a.data != "memory") {
+    throw yolo::UsageError("--data: expected loader or memory, got '" + a.data + "'");
+  }
+  if (!a.timing.empty()) yolo::PhaseClock::parse(a.timing, "--timing");
   return a;
 }
 
@@ -81,36 +95,52 @@ long peak_rss_mib() {
 }
 
 // Sums the per-phase time of the timed steps: the Trainer reports each epoch's running totals,
-// so a step's share is the difference from the previous batch (a new epoch starts from zero).
-class PhaseClock : public yolo::Callback {
+// so the timed share is the difference between the totals at the two ends (a new epoch starts
+// from zero). At both ends the phase clock is flushed and the device drained, so queued GPU work
+// is charged to the steps that queued it.
+class StepTimer : public yolo::Callback {
  public:
-  PhaseClock(int warmup, int steps) : warmup_(warmup), steps_(steps) {}
+  StepTimer(int warmup, int steps, yolo::Trainer& trainer, const c10::Device& device)
+      : warmup_(warmup), steps_(steps), trainer_(trainer), device_(device) {}
   void on_train_batch_end(const yolo::BatchEvent& e) override {
-    const yolo::EpochTiming& t = *e.timing;
-    if (t.images < last_.images) last_ = {};  // a new epoch
     ++step_;
-    if (step_ == warmup_) wall_.restart();
-    if (step_ > warmup_) {
-      total_.images += t.images - last_.images;
-      total_.data += t.data - last_.data;
-      total_.forward += t.forward - last_.forward;
-      total_.loss += t.loss - last_.loss;
-      total_.backward += t.backward - last_.backward;
-      total_.sync += t.sync - last_.sync;
-      total_.optimizer += t.optimizer - last_.optimizer;
+    if (step_ != warmup_ && step_ != warmup_ + steps_) return;
+    trainer_.phase_clock().flush();
+    yolo::cuda_synchronize(device_);
+    if (step_ == warmup_) {  // the timed steps start after this one
+      start_ = *e.timing;
+      wall_.restart();
+      yolo::cuda_reset_peak_memory(device_);
+      return;
     }
-    last_ = t;
-    if (step_ == warmup_ + steps_) {
-      total_.seconds = wall_.seconds();
-      yolo::request_stop();  // the Trainer stops after this step
-    }
+    add(*e.timing);
+    total_.seconds = wall_.seconds();
+    yolo::request_stop();  // the Trainer stops after this step
+  }
+  // An epoch ends inside the timed steps: bank its share (its totals are complete here).
+  void on_train_epoch_end(int, const yolo::EpochTiming& t) override {
+    if (step_ < warmup_ || step_ >= warmup_ + steps_) return;
+    add(t);
+    start_ = {};
   }
   const yolo::EpochTiming& total() const { return total_; }
 
  private:
+  void add(const yolo::EpochTiming& t) {
+    total_.images += t.images - start_.images;
+    total_.optimizer_steps += t.optimizer_steps - start_.optimizer_steps;
+    total_.data += t.data - start_.data;
+    total_.forward += t.forward - start_.forward;
+    total_.loss += t.loss - start_.loss;
+    total_.backward += t.backward - start_.backward;
+    total_.sync += t.sync - start_.sync;
+    total_.optimizer += t.optimizer - start_.optimizer;
+  }
   int warmup_, steps_, step_ = 0;
+  yolo::Trainer& trainer_;
+  c10::Device device_;
   yolo::Stopwatch wall_;
-  yolo::EpochTiming last_, total_;
+  yolo::EpochTiming start_, total_;
 };
 
 // The shapes data, generated once per size under the system temp folder.
@@ -135,11 +165,13 @@ std::string make_data(const BenchArgs& a) {
 double reference_images_per_s(const BenchArgs& a, int threads, bool channels_last) {
   const std::string model = fs::path(a.cfg).stem().string();
   if (model != "yolov5n" && model != "yolov5s") return -1;
-  const std::string cmd =
-      "'" + a.python + "' '" + yolo::project_root() + "/scripts/bench_pytorch_yolov5n.py' " +
-      std::to_string(threads) + " --model " + model + " --imgsz " + std::to_string(a.imgsz) +
-      " --batch " + std::to_string(a.batch) + " --device " + (a.device == "cpu" ? "cpu" : "cuda") +
-      (channels_last ? " --channels-last" : "") + " 2>/dev/null";
+  const bool cuda = a.device != "cpu";
+  const std::string cmd = "'" + a.python + "' '" + yolo::project_root() +
+                          "/scripts/bench_pytorch_yolov5n.py' " + std::to_string(threads) +
+                          " --model " + model + " --imgsz " + std::to_string(a.imgsz) +
+                          " --batch " + std::to_string(a.batch) + " --device " +
+                          (cuda ? "cuda --amp --iters 20" : "cpu") +
+                          (channels_last ? " --channels-last" : "") + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   double ips = -1;
@@ -149,15 +181,36 @@ double reference_images_per_s(const BenchArgs& a, int threads, bool channels_las
   return ips;
 }
 
-void report(const BenchArgs& a, const yolo::EpochTiming& t, int threads, bool channels_last) {
+const char* timing_name(yolo::PhaseClock::Mode m) {
+  switch (m) {
+    case yolo::PhaseClock::Mode::kEvents:
+      return "GPU time between CUDA events";
+    case yolo::PhaseClock::Mode::kSync:
+      return "host time, device synchronised at each phase";
+    default:
+      return "host time";
+  }
+}
+
+struct RunInfo {
+  int threads = 0;
+  bool channels_last = false, amp = false;
+  yolo::PhaseClock::Mode timing = yolo::PhaseClock::Mode::kHost;
+  c10::Device device = c10::kCPU;
+};
+
+void report(const BenchArgs& a, const yolo::EpochTiming& t, const RunInfo& r) {
   const double s = std::max(t.seconds, 1e-9);
-  std::printf("\nbench_train: %s, %d px, batch %d, workers %d, %d threads, %s, %s, LibTorch %s\n",
-              a.cfg.c_str(), a.imgsz, a.batch, a.workers, threads, a.device.c_str(),
-              channels_last ? "channels-last" : "contiguous", TORCH_VERSION);
+  std::printf(
+      "\nbench_train: %s, %d px, batch %d, workers %d, %d threads, %s%s, %s, data %s, LibTorch "
+      "%s\n",
+      a.cfg.c_str(), a.imgsz, a.batch, a.workers, r.threads, a.device.c_str(), r.amp ? " AMP" : "",
+      r.channels_last ? "channels-last" : "contiguous", a.data.c_str(), TORCH_VERSION);
   std::printf("%d steps after %d warm-up: %lld images in %.2f s = %.1f images/s\n", a.steps,
               a.warmup, static_cast<long long>(t.images), s, t.images / s);
+  std::printf("phases (%s; data wait is host time):\n", timing_name(r.timing));
   // YOLOv5's warmup (the first max(3 epochs, 100) batches) steps the optimizer more often than
-  // the nominal batch of 64 does later, so short runs overstate optimizer+EMA.
+  // the nominal batch of 64 does later, so short runs at small batches overstate optimizer+EMA.
   const double other = s - t.data - t.forward - t.loss - t.backward - t.sync - t.optimizer;
   const std::pair<const char*, double> phases[] = {
       {"data wait", t.data},    {"forward", t.forward}, {"loss", t.loss},
@@ -166,21 +219,48 @@ void report(const BenchArgs& a, const yolo::EpochTiming& t, int threads, bool ch
   for (const auto& [name, v] : phases) {
     std::printf("  %-14s %8.3f s %6.1f %%\n", name, v, 100.0 * v / s);
   }
+  if (t.optimizer_steps > 0) {
+    std::printf("optimizer+EMA+scaler: %.2f ms per optimizer step (%lld steps)\n",
+                1000.0 * t.optimizer / t.optimizer_steps,
+                static_cast<long long>(t.optimizer_steps));
+  }
   std::printf("peak RSS: %ld MiB\n", peak_rss_mib());
+  if (r.device.is_cuda()) {
+    std::printf("peak GPU memory allocated: %.2f GiB\n", yolo::cuda_peak_allocated_gib(r.device));
+  }
   const double compute = t.forward + t.loss + t.backward;
   const double ours = t.images / std::max(compute, 1e-9);
-  const double ref = reference_images_per_s(a, threads, channels_last);
+  const double ref = reference_images_per_s(a, r.threads, r.channels_last);
   if (ref > 0) {
     std::printf(
-        "forward+loss+backward: %.1f images/s; plain PyTorch forward+backward: %.1f images/s "
-        "(ours takes %.2fx its time)\n",
-        ours, ref, ref / ours);
+        "forward+loss+backward: %.1f images/s; plain PyTorch forward+backward (same layout%s): "
+        "%.1f images/s; ours/reference: %.2f\n",
+        ours, r.amp ? ", AMP" : "", ref, ours / ref);
+    std::printf("whole step: %.1f images/s; ours/reference: %.2f\n", t.images / s,
+                t.images / s / ref);
   } else {
     std::printf(
         "forward+loss+backward: %.1f images/s; plain-PyTorch reference: not run (no torch in %s, "
         "or a model other than yolov5n/yolov5s)\n",
         ours, a.python.c_str());
   }
+}
+
+// --data memory: a few batches from the loader, made before the clock starts and fed in turn.
+std::function<std::optional<yolo::Batch>()> memory_batches(yolo::DataLoader& loader) {
+  auto batches = std::make_shared<std::vector<yolo::Batch>>();
+  loader.start_epoch(0);
+  for (int k = 0; k < 4; ++k) {
+    std::optional<yolo::Batch> b = loader.next();
+    if (!b) break;
+    batches->push_back(std::move(*b));
+  }
+  loader.stop();
+  if (batches->empty()) throw std::runtime_error("bench_train: the loader gave no batch");
+  auto next = std::make_shared<size_t>(0);
+  return [batches, next]() -> std::optional<yolo::Batch> {
+    return (*batches)[(*next)++ % batches->size()];
+  };
 }
 
 }  // namespace
@@ -207,20 +287,27 @@ int main(int argc, char** argv) {
         (fs::temp_directory_path() / ("yolo_bench_runs_" + std::to_string(::getpid()))).string();
     yolo::set_log_enabled(false);
     yolo::TrainSetup setup = yolo::set_up_training(o);
-    const int threads = at::get_num_threads();
+    RunInfo r;
+    r.threads = at::get_num_threads();
+    r.channels_last = setup.channels_last;  // the layout train chose for these flags
+    r.amp = setup.amp;
+    r.device = setup.dev.device;
+    r.timing = a.timing.empty() ? yolo::PhaseClock::default_mode(r.device)
+                                : yolo::PhaseClock::parse(a.timing, "--timing");
+    if (!r.device.is_cuda()) r.timing = yolo::PhaseClock::Mode::kHost;
     a.workers = setup.train_loader->workers();
-    const bool channels_last = setup.channels_last;  // the layout train chose for these flags
-    yolo::Trainer trainer(std::move(setup));
-    auto clock = std::make_unique<PhaseClock>(a.warmup, a.steps);
-    const PhaseClock& phases = *clock;
-    trainer.add_callback(std::move(clock));
+    if (a.data == "memory") setup.batch_source = memory_batches(*setup.train_loader);
+    yolo::Trainer trainer(std::move(setup), r.timing);
+    auto timer = std::make_unique<StepTimer>(a.warmup, a.steps, trainer, r.device);
+    const StepTimer& steps = *timer;
+    trainer.add_callback(std::move(timer));
     try {
       trainer.fit();
     } catch (const yolo::TrainingInterrupted&) {
     }
     fs::remove_all(o.project);
     yolo::set_log_enabled(true);
-    report(a, phases.total(), threads, channels_last);
+    report(a, steps.total(), r);
     return 0;
   });
 }

@@ -41,7 +41,7 @@ int run(int argc, char** argv) {
       "project", "save to project/name", cxxopts::value<std::string>()->default_value("runs/val"))(
       "name", "save to project/name", cxxopts::value<std::string>()->default_value("exp"))(
       "exist-ok", "existing project/name ok, do not increment")("verbose", "report mAP by class")(
-      "noplots", "save no plot files")(
+      "noplots", "save no plot files")("half", "use FP16 half-precision inference (CUDA)")(
       "version", "print the versions of LibTorch, CUDA, cuDNN, NCCL and the GPUs seen, and exit")(
       "h,help", "show this help and exit");
   const cxxopts::ParseResult r = yolo::parse_app_args(cli, argc, argv, "val");
@@ -93,12 +93,15 @@ int run(int argc, char** argv) {
   lo.batch_size = batch;
   lo.workers = r["workers"].as<int>();
   lo.shuffle = false;
+  lo.float_images = false;               // bytes travel; images_to_device converts them there
+  lo.pin_memory = dev.device.is_cuda();  // so that the copies do not wait for the device
   yolo::DataLoader loader(ds, lo);
 
   yolo::ValConfig cfg;
   cfg.conf_thres = conf;
   cfg.iou_thres = iou;
   cfg.max_det = r["max-det"].as<int>();
+  cfg.half = r["half"].as<bool>();  // as val.py: float32 unless asked
   cfg.names = lm.names;
   cfg.save_txt = r["save-txt"].as<bool>();
   cfg.save_conf = r["save-conf"].as<bool>();

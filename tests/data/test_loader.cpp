@@ -382,6 +382,25 @@ TEST(Loader, CollatePadsMixedSizes) {
   EXPECT_EQ(u.images[0][2][3][3].item<int>(), 10);  // B
 }
 
+// Training sends uint8 batches and converts them on the device: the model must see exactly the
+// floats the loader's own conversion made (the recorded results depend on it), for every value.
+TEST(Loader, DeviceConversionOfByteBatchesEqualsTheLoadersFloats) {
+  auto make = [] {
+    std::vector<Sample> samples(2);
+    cv::Mat ramp(16, 16, CV_8UC3);
+    for (int i = 0; i < 16 * 16 * 3; ++i) ramp.data[i] = static_cast<uint8_t>(i % 256);
+    samples[0].image = ramp;
+    samples[1].image = 255 - ramp;
+    return samples;
+  };
+  std::vector<Sample> a = make(), b = make();
+  const Batch floats = collate(a, true), bytes = collate(b, false);
+  const at::Tensor on_device = images_to_device(bytes.images, torch::kCPU);
+  EXPECT_EQ(on_device.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(on_device, floats.images));
+  EXPECT_TRUE(torch::equal(images_to_device(floats.images, torch::kCPU), floats.images));
+}
+
 TEST(Loader, RectDatasetKeepsOrderAndShapes) {
   TempDir d;
   make_split(d.path(), "a", 3, 128, 64);

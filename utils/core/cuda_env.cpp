@@ -77,6 +77,41 @@ double cuda_memory_reserved_gb(const c10::Device& device) {
   return 0.0;
 }
 
+double cuda_peak_allocated_gib(const c10::Device& device) {
+#ifdef YOLO_WITH_CUDA
+  if (device.is_cuda() && torch::cuda::is_available()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return static_cast<double>(stats.allocated_bytes[aggregate].peak) / (1 << 30);
+  }
+#endif
+  return 0.0;
+}
+
+void cuda_reset_peak_memory(const c10::Device& device) {
+#ifdef YOLO_WITH_CUDA
+  if (device.is_cuda() && torch::cuda::is_available()) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  }
+#endif
+}
+
+void cuda_synchronize(const c10::Device& device) {
+#ifdef YOLO_WITH_CUDA
+  if (device.is_cuda() && torch::cuda::is_available()) c10::cuda::device_synchronize();
+#endif
+}
+
+bool set_cuda_sync_debug_error(bool on) {
+#ifdef YOLO_WITH_CUDA
+  c10::cuda::warning_state().set_sync_debug_mode(on ? c10::cuda::SyncDebugMode::L_ERROR
+                                                    : c10::cuda::SyncDebugMode::L_DISABLED);
+  return true;
+#else
+  return false;
+#endif
+}
+
 void configure_cudnn(bool deterministic) {
   auto& ctx = at::globalContext();
   ctx.setBenchmarkCuDNN(!deterministic);

@@ -20,6 +20,18 @@ void set_current_cuda_device(const c10::Device& device);
 // bytes, in GB); 0 on CPU.
 double cuda_memory_reserved_gb(const c10::Device& device);
 
+// The peak of memory allocated to tensors on `device` since the last reset, in GiB (0 on CPU),
+// and the reset (torch.cuda.max_memory_allocated / reset_peak_memory_stats).
+double cuda_peak_allocated_gib(const c10::Device& device);
+void cuda_reset_peak_memory(const c10::Device& device);
+
+// Waits for all work queued on `device` (no-op on CPU).
+void cuda_synchronize(const c10::Device& device);
+
+// torch.cuda.set_sync_debug_mode("error") while `on`: any call that synchronises the host with
+// the GPU throws. Returns false (and does nothing) without CUDA.
+bool set_cuda_sync_debug_error(bool on);
+
 // cuDNN autotuning as YOLOv5's init_seeds: benchmark on; with `deterministic`, benchmark off,
 // deterministic cuDNN and deterministic algorithms (warning, not failing, where one has none).
 void configure_cudnn(bool deterministic);

@@ -41,39 +41,52 @@ AutocastScope::~AutocastScope() {
 GradScaler::GradScaler(bool enabled, double init_scale, double growth_factor, double backoff_factor,
                        int growth_interval)
     : enabled_(enabled),
-      scale_(init_scale),
+      init_scale_(init_scale),
       growth_(growth_factor),
       backoff_(backoff_factor),
       interval_(growth_interval) {}
 
-at::Tensor GradScaler::scale(const at::Tensor& loss) const {
-  return enabled_ ? loss * scale_ : loss;
+void GradScaler::lazy_init(const c10::Device& device) {
+  if (scale_.defined() && scale_.device() == device) return;
+  const auto f = torch::TensorOptions(torch::kFloat32).device(device);
+  scale_ = scale_.defined() ? scale_.to(device) : torch::full({}, init_scale_, f);
+  growth_tracker_ = growth_tracker_.defined() ? growth_tracker_.to(device)
+                                              : torch::zeros({}, f.dtype(torch::kInt32));
+  found_inf_ = torch::zeros({}, f);
+}
+
+at::Tensor GradScaler::scale(const at::Tensor& loss) {
+  if (!enabled_) return loss;
+  lazy_init(loss.device());
+  return loss * scale_;
 }
 
 void GradScaler::unscale(const std::vector<at::Tensor>& params) {
-  found_inf_ = false;
   if (!enabled_) return;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bad;
+  std::vector<at::Tensor> grads;
   for (const auto& p : params) {
-    if (!p.grad().defined()) continue;
-    at::Tensor g = p.grad();
-    g.mul_(1.0 / scale_);
-    bad.push_back(torch::logical_not(torch::isfinite(g)).any());
+    if (p.grad().defined()) grads.push_back(p.grad());
   }
-  // One device-to-host read for all parameters.
-  if (!bad.empty()) found_inf_ = torch::stack(bad).any().item<bool>();
+  if (grads.empty()) return;
+  lazy_init(grads.front().device());
+  found_inf_.zero_();
+  // As torch.cuda.amp: the reciprocal in double, then float.
+  const at::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat32);
+  compat::unscale_and_check(grads, found_inf_, inv_scale);
 }
 
 void GradScaler::update() {
-  if (!enabled_) return;
-  if (found_inf_) {
-    scale_ *= backoff_;
-    tracker_ = 0;
-  } else if (++tracker_ >= interval_) {
-    scale_ *= growth_;
-    tracker_ = 0;
-  }
+  if (!enabled_ || !found_inf_.defined()) return;
+  compat::update_scale(scale_, growth_tracker_, found_inf_, growth_, backoff_, interval_);
+}
+
+bool GradScaler::should_step() const {
+  return !enabled_ || !found_inf_.defined() || found_inf_.item<float>() == 0.0f;
+}
+
+double GradScaler::current_scale() const {
+  return scale_.defined() ? scale_.item<double>() : init_scale_;
 }
 
 }  // namespace yolo

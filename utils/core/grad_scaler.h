@@ -33,26 +33,33 @@ class AutocastScope {
 };
 
 // GradScaler with PyTorch's defaults: scale 2^16, x2 after 2000 steps without inf/NaN gradients,
-// x0.5 and the step skipped when there are some. Disabled, every call passes through.
+// x0.5 and the step skipped when there are some. The scale, the growth count and the inf/NaN flag
+// live on the gradients' device, so the training step never waits for a device value: the
+// optimizer reads found_inf() and skips on the device. Disabled, every call passes through.
 class GradScaler {
  public:
   explicit GradScaler(bool enabled, double init_scale = 65536.0, double growth_factor = 2.0,
                       double backoff_factor = 0.5, int growth_interval = 2000);
-  at::Tensor scale(const at::Tensor& loss) const;
-  // Divides the gradients by the scale (before clipping) and records whether any is not finite.
+  at::Tensor scale(const at::Tensor& loss);
+  // Divides the gradients by the scale (before clipping) and records on the device whether any
+  // is not finite: one multi-tensor kernel, no host read.
   void unscale(const std::vector<at::Tensor>& params);
-  // True when the optimizer should step (no inf/NaN was found).
-  bool should_step() const { return !found_inf_; }
-  // Adjusts the scale after the step, as GradScaler.update().
+  // 1 when the last unscale found an inf/NaN gradient, else 0 (float, on the device); undefined
+  // while disabled or before the first unscale.
+  const at::Tensor& found_inf() const { return found_inf_; }
+  // Adjusts the scale after the step, as GradScaler.update(), on the device.
   void update();
-  double current_scale() const { return scale_; }
+  // Host reads, for tests and logs (they synchronise).
+  bool should_step() const;
+  double current_scale() const;
   bool enabled() const { return enabled_; }
 
  private:
+  void lazy_init(const c10::Device& device);
   bool enabled_;
-  double scale_, growth_, backoff_;
-  int interval_, tracker_ = 0;
-  bool found_inf_ = false;
+  double init_scale_, growth_, backoff_;
+  int interval_;
+  at::Tensor scale_, growth_tracker_, found_inf_;  // float, int32, float; on the device
 };
 
 }  // namespace yolo

@@ -394,7 +394,7 @@ const std::vector<Flag>& flags() {
            "exist"),
       Bind("memory-format", &O::memory_format, "memory_format",
            "activation layout: channels-last (NHWC), contiguous (NCHW), or auto: channels-last "
-           "on CPU, where oneDNN runs it faster, contiguous on CUDA")
+           "on CPU (oneDNN) and CUDA (AMP's tensor-core convolutions), both faster on it")
           .metavar("auto|channels-last|contiguous")
           .check(empty_or_one_of({"auto", "channels-last", "contiguous"})),
       Bind("local_rank", &O::local_rank, "local_rank",

@@ -51,7 +51,7 @@ struct Options {
   int save_period = -1;
   int seed = 0;
   bool deterministic = false;          // deterministic cuDNN/algorithms instead of cuDNN autotuning
-  std::string memory_format = "auto";  // auto (channels-last on CPU), channels-last, contiguous
+  std::string memory_format = "auto";  // auto (channels-last), channels-last, contiguous
   int local_rank = -1;
   std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
   int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise

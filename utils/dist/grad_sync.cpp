@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "utils/core/stopwatch.h"
+#include "utils/core/torch_compat.h"
 
 namespace yolo {
 
@@ -70,12 +71,22 @@ void GradSync::reset_buckets() {
   next_launch_ = 0;
 }
 
+// Parameter k's place in its bucket, laid out as the parameter (and so its gradient) is, e.g.
+// channels-last: copies in and out are then plain, and the copy back is one multi-tensor kernel.
+at::Tensor GradSync::slot_of(size_t k) const {
+  const at::Tensor& p = params_[k];
+  const Bucket& b = buckets_[bucket_of_[k]];
+  const at::Tensor flat = b.flat.slice(0, offset_of_[k], offset_of_[k] + p.numel());
+  if (p.is_non_overlapping_and_dense()) return flat.as_strided(p.sizes(), p.strides());
+  return flat.view(p.sizes());
+}
+
 void GradSync::on_grad(size_t k, const at::Tensor& grad) {
   if (!sync_ || seen_[k]) return;
   torch::NoGradGuard no_grad;
   const at::Tensor& p = params_[k];
   Bucket& b = buckets_[bucket_of_[k]];
-  at::Tensor slot = b.flat.slice(0, offset_of_[k], offset_of_[k] + p.numel()).view(p.sizes());
+  at::Tensor slot = slot_of(k);
   // The hook runs before autograd adds `grad` to .grad: reduce what .grad will hold, which
   // includes the batches accumulated without sync.
   if (p.grad().defined()) {
@@ -102,9 +113,9 @@ void GradSync::finish() {
     Bucket& b = buckets_[i];
     for (size_t k : b.params) {
       if (seen_[k]) continue;
-      at::Tensor slot = b.flat.slice(0, offset_of_[k], offset_of_[k] + params_[k].numel());
+      at::Tensor slot = slot_of(k);
       if (params_[k].grad().defined()) {
-        slot.copy_(params_[k].grad().reshape(-1));
+        slot.copy_(params_[k].grad());
       } else {
         slot.zero_();
       }
@@ -120,18 +131,21 @@ void GradSync::finish() {
   }
   stats_.wait_seconds += wait.seconds();
   const double inv = 1.0 / pg_->size();
+  std::vector<at::Tensor> grads, averages;  // one multi-tensor copy instead of one per parameter
   for (auto& b : buckets_) {
     b.flat.mul_(inv);
     for (size_t k : b.params) {
       at::Tensor& p = params_[k];
-      at::Tensor avg = b.flat.slice(0, offset_of_[k], offset_of_[k] + p.numel()).view(p.sizes());
+      at::Tensor avg = slot_of(k);
       if (p.grad().defined()) {
-        p.mutable_grad().copy_(avg);
+        grads.push_back(p.grad());
+        averages.push_back(avg);
       } else {
         p.mutable_grad() = avg.clone();
       }
     }
   }
+  compat::foreach_copy_(grads, averages);
   ++stats_.syncs;
   reset_buckets();
 }

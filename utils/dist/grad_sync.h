@@ -46,6 +46,7 @@ class GradSync {
     std::unique_ptr<CommWork> work;
   };
   void on_grad(size_t param, const at::Tensor& grad);
+  at::Tensor slot_of(size_t param) const;
   void launch_ready();
   void reset_buckets();  // nothing seen, nothing launched: ready for the next backward
 

@@ -27,9 +27,12 @@ struct BatchEvent {
   const EpochTiming* timing = nullptr;    // the epoch's time so far, this batch included
 };
 
-// Where one epoch's time went on this rank, in seconds (host time: CUDA work may still run).
+// Where one epoch's time went on this rank, in seconds. `data` is host time waiting for batches;
+// the step's phases are the Trainer's PhaseClock: host time on the CPU, GPU time between events
+// on CUDA (summed when the epoch ends, so they lag while it runs).
 struct EpochTiming {
   int64_t images = 0;  // this rank's while the epoch runs, all ranks' at its end
+  int64_t optimizer_steps = 0;
   double seconds = 0, data = 0, forward = 0, loss = 0, backward = 0, optimizer = 0, sync = 0;
   bool distributed = false;
 };

@@ -34,14 +34,19 @@ std::vector<std::pair<torch::Tensor, torch::Tensor>> ModelEMA::pairs(
 void ModelEMA::update(const torch::nn::Module& model) {
   torch::NoGradGuard no_grad;
   if (cached_for_ != &model) {  // name lookups once per model, not per step
-    cached_ = pairs(model);
+    ema_float_.clear();
+    model_float_.clear();
+    for (auto& [e, m] : pairs(model)) {
+      if (!e.is_floating_point()) continue;  // as YOLOv5: BatchNorm's counters are not averaged
+      ema_float_.push_back(e);
+      model_float_.push_back(m.detach());
+    }
     cached_for_ = &model;
   }
   ++updates_;
   const double d = decay_at(updates_);
-  for (auto& [e, m] : cached_) {
-    if (e.is_floating_point()) e.mul_(d).add_(m.detach(), 1 - d);  // as YOLOv5: skip counters
-  }
+  at::_foreach_mul_(ema_float_, d);
+  at::_foreach_add_(ema_float_, model_float_, 1 - d);
 }
 
 }  // namespace yolo

@@ -16,6 +16,8 @@ class ModelEMA {
   ModelEMA(std::shared_ptr<torch::nn::Module> ema, const torch::nn::Module& model,
            int64_t updates = 0, double decay = 0.9999, double tau = 2000);
 
+  // v = d * v + (1 - d) * m for every floating-point tensor, as two multi-tensor kernels (the
+  // same math as YOLOv5's per-tensor `v *= d; v += (1 - d) * m`, bit for bit on the CPU).
   void update(const torch::nn::Module& model);
   double decay_at(int64_t updates) const;
   int64_t updates() const { return updates_; }
@@ -25,7 +27,8 @@ class ModelEMA {
  private:
   std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs(const torch::nn::Module& model) const;
   std::shared_ptr<torch::nn::Module> ema_;
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> cached_;
+  // The floating-point pairs as two lists, for the multi-tensor update.
+  std::vector<torch::Tensor> ema_float_, model_float_;
   const torch::nn::Module* cached_for_ = nullptr;
   int64_t updates_;
   double decay_, tau_;

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,12 +56,19 @@ struct ResumePoint {
 };
 
 // What the loop reads of the options.
+// Steps between host reads of the running loss on a GPU (see LoopConfig).
+constexpr int kGpuLossReadInterval = 10;
+
 struct LoopConfig {
   int epochs = 0;
   int patience = 100;  // epochs without improvement before early stopping
   int seed = 0;        // multi-scale sizes and image-weight sampling are drawn from it
   bool noval = false, noplots = false, multi_scale = false, image_weights = false;
   std::string optimizer = "SGD";  // its name keys the saved optimizer state
+  // Steps between host reads of the running loss (progress, non-finite check, the stop vote
+  // under DDP): 1 on the CPU, where a read costs nothing; more on a GPU, where each read waits
+  // for the queued work. The epoch's last step always reads.
+  int loss_read_interval = 1;
 };
 
 struct TrainSetup {
@@ -82,9 +90,11 @@ struct TrainSetup {
   std::shared_ptr<YoloDataset> train_set;
   std::unique_ptr<DataLoader> train_loader;
   std::unique_ptr<DataLoader> val_loader;  // rank 0 only
-  std::unique_ptr<GradSync> grad_sync;     // DDP
-  std::vector<at::Tensor> ddp_buffers;     // broadcast before each forward without SyncBN
-  std::unique_ptr<DataParallel> dp;        // several GPUs in one process
+  // Benchmarks: the training batches come from here instead of train_loader when set.
+  std::function<std::optional<Batch>()> batch_source;
+  std::unique_ptr<GradSync> grad_sync;  // DDP
+  std::vector<at::Tensor> ddp_buffers;  // broadcast before each forward without SyncBN
+  std::unique_ptr<DataParallel> dp;     // several GPUs in one process
   bool amp = false;
   bool channels_last = false;  // model weights (so activations) in NHWC memory
   ThreadPlan threads;          // intra-op threads and loader workers

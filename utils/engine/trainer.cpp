@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "data/loader.h"
 #include "models/weights.h"
 #include "utils/core/checkpoint.h"
 #include "utils/core/cuda_env.h"
@@ -82,14 +83,17 @@ bool EarlyStopping::operator()(int epoch, double fitness) {
   return stop;
 }
 
-Trainer::Trainer(TrainSetup setup)
+Trainer::Trainer(TrainSetup setup, PhaseClock::Mode timing)
     : s_(std::move(setup)),
       scaler_(s_.amp),
+      clock_(timing, s_.dev.device),
       last_opt_step_(s_.resume.last_opt_step),
       best_fitness_(s_.resume.best_fitness),
       maps_(s_.nc, 0.0),
       stopper_(s_.loop.patience) {
   params_ = s_.model->parameters();
+  stepper_ = std::make_unique<OptimizerStep>(*s_.optimizer, s_.loop.optimizer,
+                                             OptimizerStep::default_kernel(s_.dev.device));
   nb_ = static_cast<int64_t>(s_.train_loader->num_batches());
   nw_ = std::max<int64_t>(std::llround(s_.schedule.warmup_epochs * nb_), 100);
 }
@@ -101,6 +105,7 @@ Checkpoint Trainer::make_checkpoint(int done_epoch) const {
   ck.model = state_dict(*s_.ema_model);
   ck.train_model = state_dict(*s_.model);
   ck.last_opt_step = last_opt_step_;
+  stepper_->sync_state();
   ck.optimizer = optimizer_state(*s_.optimizer, s_.loop.optimizer);
   ck.ema_updates = s_.ema->updates();
   ck.opt = s_.opt_text;
@@ -148,28 +153,30 @@ TrainSummary Trainer::fit(const TrainHooks& hooks) {
 std::array<double, 3> Trainer::train_one_epoch(int epoch) {
   s_.model->train();
   resample_images(epoch);
-  s_.train_loader->start_epoch(epoch);
-  at::Tensor mloss = torch::zeros({3});
-  s_.optimizer->zero_grad();
+  if (!s_.batch_source) s_.train_loader->start_epoch(epoch);
+  const torch::Device device = s_.dev.device;
+  // The running mean stays on the device; the host sees a copy every loss_read_interval steps.
+  at::Tensor mloss = torch::zeros({3}, torch::TensorOptions(torch::kFloat32).device(device));
+  at::Tensor mloss_host = torch::zeros({3});
+  stepper_->zero_grad();
   callbacks_.train_epoch_start(epoch);
   EpochTiming timing;
   timing.distributed = s_.dist.active();
   accumulate_ = s_.schedule.accumulate;
   const int world = s_.dist.world_size();
-  const torch::Device device = s_.dev.device;
   const Stopwatch epoch_clock;
   for (int64_t i = 0;; ++i) {
     const Stopwatch data_clock;
-    std::optional<Batch> batch = s_.train_loader->next();
+    std::optional<Batch> batch = s_.batch_source ? s_.batch_source() : s_.train_loader->next();
     timing.data += data_clock.seconds();
     if (!batch) break;
     const int64_t ni = i + nb_ * epoch;
-    at::Tensor imgs = batch->images.to(device, true);
+    at::Tensor imgs = images_to_device(batch->images, device);  // uint8 travels, float arrives
     const at::Tensor targets = batch->targets.to(device, true);
     timing.images += imgs.size(0);
     if (ni <= nw_) warmup(ni, epoch);
     if (s_.loop.multi_scale) imgs = multi_scale(imgs, ni);
-    const Stopwatch forward_clock;
+    clock_.start();
     const bool stepping = ni - last_opt_step_ >= accumulate_;
     if (s_.grad_sync) s_.grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
     if (!s_.ddp_buffers.empty()) broadcast_coalesced(*s_.dist.group(), s_.ddp_buffers, 0);
@@ -178,26 +185,27 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
       AutocastScope autocast(s_.amp);
       const std::vector<at::Tensor> preds =
           s_.dp ? s_.dp->forward(imgs) : s_.model->forward_raw(imgs);
-      timing.forward += forward_clock.seconds();
-      const Stopwatch loss_clock;
+      clock_.lap(&timing.forward);
       loss = (*s_.loss)(preds, targets);
-      timing.loss += loss_clock.seconds();
+      clock_.lap(&timing.loss);
     }
-    const Stopwatch backward_clock;
     // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.
     scaler_.scale(world > 1 ? loss.loss * world : loss.loss).backward();
-    timing.backward += backward_clock.seconds();
+    clock_.lap(&timing.backward);
     if (stepping) optimizer_step(ni, timing);
-    const at::Tensor items = loss.items.cpu();  // the step's one read back from the device
-    mloss = (mloss * i + items) / (i + 1);
+    mloss = (mloss * i + loss.items.detach()) / (i + 1);
+    const bool read = (i + 1) % s_.loop.loss_read_interval == 0 || i + 1 >= nb_;
+    if (read) mloss_host = mloss.cpu();  // the only read back from the device
     callbacks_.train_batch_end({epoch, s_.loop.epochs, i, nb_, ni, &imgs, &targets, &batch->paths,
-                                &mloss, cuda_memory_reserved_gb(device), &timing});
-    check_stop(epoch, i, items);
+                                &mloss_host, cuda_memory_reserved_gb(device), &timing});
+    check_stop(epoch, i, read, mloss_host);
   }
+  clock_.flush();
   timing.images *= world;
   timing.seconds = epoch_clock.seconds();
   callbacks_.train_epoch_end(epoch, timing);
-  return {mloss[0].item<double>(), mloss[1].item<double>(), mloss[2].item<double>()};
+  const float* m = mloss_host.data_ptr<float>();
+  return {m[0], m[1], m[2]};
 }
 
 // --image-weights: sample images by the classes the model is worst at.
@@ -242,30 +250,34 @@ at::Tensor Trainer::multi_scale(const at::Tensor& imgs, int64_t ni) const {
                                                       .align_corners(false));
 }
 
-// Gradient all-reduce (DDP) or gather (DataParallel), unscale, clip, step, EMA.
+// Gradient all-reduce (DDP) or gather (DataParallel), unscale, clip, step, EMA: a handful of
+// multi-tensor kernels, and no host read (AMP's inf/NaN skip is decided on the device).
 void Trainer::optimizer_step(int64_t ni, EpochTiming& t) {
-  const Stopwatch sync_clock;
   if (s_.grad_sync) s_.grad_sync->finish();
   if (s_.dp) s_.dp->reduce_grads();
-  const double sync = sync_clock.seconds();
-  t.sync += sync;
+  clock_.lap(&t.sync);
   scaler_.unscale(params_);  // before clipping, as YOLOv5's scaler.unscale_
-  torch::nn::utils::clip_grad_norm_(params_, 10.0);
-  if (scaler_.should_step()) s_.optimizer->step();  // skipped on inf/NaN gradients (AMP)
+  clip_grad_norm(params_, 10.0);
+  stepper_->step(scaler_.enabled() ? std::optional<at::Tensor>(scaler_.found_inf()) : std::nullopt);
   scaler_.update();
-  s_.optimizer->zero_grad();
+  stepper_->zero_grad();
   if (s_.ema) s_.ema->update(*s_.model);
   last_opt_step_ = ni;
-  t.optimizer += sync_clock.seconds() - sync;
+  clock_.lap(&t.optimizer);
+  ++t.optimizer_steps;
 }
 
-// A requested stop or a non-finite loss ends the run at the same step on every rank.
-void Trainer::check_stop(int epoch, int64_t i, const at::Tensor& loss_items) {
-  bool stop_now = stop_requested(), nonfinite = !std::isfinite(loss_items.sum().item<double>());
+// A requested stop or a non-finite loss ends the run at the same step on every rank. Ranks vote
+// only on the steps that read the loss, which are the same steps on every rank.
+void Trainer::check_stop(int epoch, int64_t i, bool read, const at::Tensor& mean_loss) {
+  bool stop_now = stop_requested();
+  bool nonfinite = read && !std::isfinite(mean_loss.sum().item<double>());
   if (s_.dist.active()) {
+    if (!read) return;
     at::Tensor flags = torch::tensor({stop_now ? 1.0 : 0.0, nonfinite ? 1.0 : 0.0},
                                      torch::TensorOptions(torch::kDouble).device(s_.dev.device));
     s_.dist.group()->allreduce_sum(flags);
+    flags = flags.cpu();
     stop_now = flags[0].item<double>() > 0;
     nonfinite = flags[1].item<double>() > 0;
   }
@@ -299,6 +311,7 @@ void Trainer::validate(EpochReport& r) {
   r.final_epoch = r.epoch + 1 == s_.loop.epochs || stopper_.possible_stop;
   if (s_.val_loader && (!s_.loop.noval || r.final_epoch)) {
     ValConfig cfg;  // no plots: YOLOv5 plots the final validation only
+    cfg.half = s_.amp;  // as YOLOv5's validate.run(half=amp)
     cfg.names = s_.names;
     cfg.save_dir = s_.paths.save_dir;
     const ValResult vr =

@@ -12,7 +12,9 @@
 
 #include "utils/core/grad_scaler.h"
 #include "utils/core/options.h"
+#include "utils/core/phase_clock.h"
 #include "utils/engine/callbacks.h"
+#include "utils/engine/optimizer_step.h"
 #include "utils/engine/train_setup.h"
 
 namespace yolo {
@@ -28,7 +30,8 @@ struct TrainSummary {
 };
 
 struct TrainHooks {
-  std::function<void(int epoch)> on_epoch_end;  // after the epoch's checkpoint is written
+  // After the epoch's checkpoint is taken; its write may still run (done when train() ends).
+  std::function<void(int epoch)> on_epoch_end;
 };
 
 // Thrown when a stop was requested (Ctrl-C / SIGTERM): last.pt holds the state to resume from.
@@ -69,12 +72,14 @@ class EarlyStopping {
 // results.csv, checkpoints, plots) is done by the callbacks added there.
 class Trainer {
  public:
-  explicit Trainer(TrainSetup setup);
+  explicit Trainer(TrainSetup setup, PhaseClock::Mode timing = PhaseClock::Mode::kHost);
   void add_callback(std::unique_ptr<Callback> cb) { callbacks_.add(std::move(cb)); }
   TrainSummary fit(const TrainHooks& hooks = {});
   // The state after `done_epoch` for last.pt/best.pt (rank 0: it holds the EMA).
   Checkpoint make_checkpoint(int done_epoch) const;
   const TrainSetup& setup() const { return s_; }
+  // The step's phase clock (benchmarks flush it to read exact totals mid-epoch).
+  PhaseClock& phase_clock() { return clock_; }
 
  private:
   // One epoch's mean box, obj and cls loss.
@@ -82,7 +87,7 @@ class Trainer {
   void warmup(int64_t ni, int epoch);
   at::Tensor multi_scale(const at::Tensor& imgs, int64_t ni) const;
   void optimizer_step(int64_t ni, EpochTiming& t);
-  void check_stop(int epoch, int64_t i, const at::Tensor& loss_items);
+  void check_stop(int epoch, int64_t i, bool read, const at::Tensor& mean_loss);
   std::array<double, 3> step_lr(int epoch);
   void validate(EpochReport& r);
   void decide_best(EpochReport& r);
@@ -95,6 +100,8 @@ class Trainer {
   TrainSetup s_;
   Callbacks callbacks_;
   GradScaler scaler_;
+  std::unique_ptr<OptimizerStep> stepper_;
+  PhaseClock clock_;
   std::vector<at::Tensor> params_;
   int64_t nb_ = 0, nw_ = 0;  // batches per epoch, warmup batches
   int accumulate_ = 1;

@@ -8,6 +8,16 @@ namespace yolo {
 
 namespace {
 
+constexpr double kMaxWh = 7680;     // class offset: boxes of different classes never overlap
+constexpr int64_t kMaxNms = 30000;  // boxes into NMS at most, per image
+
+void check_thresholds(const NmsOptions& opt) {
+  TORCH_CHECK(opt.conf_thres >= 0 && opt.conf_thres <= 1, "Invalid Confidence threshold ",
+              opt.conf_thres, ", valid values are between 0.0 and 1.0");
+  TORCH_CHECK(opt.iou_thres >= 0 && opt.iou_thres <= 1, "Invalid IoU ", opt.iou_thres,
+              ", valid values are between 0.0 and 1.0");
+}
+
 // IoU > thres between every box of a (n, 4) and every box of b (m, 4), xyxy: (n, m) bools.
 at::Tensor overlaps(const at::Tensor& a, const at::Tensor& b, double thres) {
   const at::Tensor area_a = (a.select(1, 2) - a.select(1, 0)) * (a.select(1, 3) - a.select(1, 1));
@@ -19,7 +29,121 @@ at::Tensor overlaps(const at::Tensor& a, const at::Tensor& b, double thres) {
   return inter / (area_a.unsqueeze(1) + area_b.unsqueeze(0) - inter) > thres;
 }
 
+// Every image's NMS candidates, ranked: descending conf, equal confs in candidate order, the
+// invalid ones (below the thresholds, other classes, padding) last; k per image.
+struct Candidates {
+  at::Tensor boxes;  // (bs, k, 4) xyxy
+  at::Tensor conf;   // (bs, k)
+  at::Tensor cls;    // (bs, k) float
+  at::Tensor valid;  // (bs, k) bool
+};
+
+// The k highest columns of each row of `key` in descending order, equal keys in column order:
+// a stable sort, as topk alone orders ties arbitrarily.
+at::Tensor rank_columns(const at::Tensor& key, int64_t k) {
+  if (k >= key.size(1)) return std::get<1>(key.sort(/*stable=*/true, 1, /*descending=*/true));
+  const at::Tensor top = std::get<1>(key.topk(k, 1, /*largest=*/true, /*sorted=*/false));
+  const at::Tensor cols = std::get<0>(top.sort(1));
+  const at::Tensor by_key =
+      std::get<1>(key.gather(1, cols).sort(/*stable=*/true, 1, /*descending=*/true));
+  return cols.gather(1, by_key);
+}
+
+// non_max_suppression's candidates for the whole batch as a (bs, m) table: with multi-label one
+// column per box and class, box-major as nonzero() lists them, else one per box with its best
+// class.
+Candidates candidates(const at::Tensor& prediction, const NmsOptions& opt) {
+  const at::Tensor p = prediction.to(torch::kFloat);
+  const int64_t bs = p.size(0), n = p.size(1), nc = p.size(2) - 5;
+  const bool multi_label = opt.multi_label && nc > 1;
+  const at::Tensor cls_conf = p.slice(2, 5) * p.slice(2, 4, 5);  // (bs, n, nc)
+  const at::Tensor box = xywh2xyxy(p.slice(2, 0, 4).reshape({-1, 4})).view({bs, n, 4});
+  const at::Tensor obj_ok = p.select(2, 4) > opt.conf_thres;
+  at::Tensor class_ok;  // (nc) bool, opt.classes; filled on the device (a copy there would wait)
+  if (!opt.classes.empty()) {
+    class_ok = torch::zeros({nc}, p.options().dtype(torch::kBool));
+    for (int c : opt.classes) {
+      if (c >= 0 && c < nc) class_ok[c].fill_(true);
+    }
+  }
+  at::Tensor conf, cls, valid;
+  if (multi_label) {
+    at::Tensor v = obj_ok.unsqueeze(2) & (cls_conf > opt.conf_thres);
+    if (class_ok.defined()) v = v & class_ok;
+    conf = cls_conf.reshape({bs, n * nc});
+    valid = v.reshape({bs, n * nc});
+  } else {
+    auto [best, j] = cls_conf.max(2);
+    conf = best;
+    cls = j.to(torch::kFloat);
+    valid = obj_ok & (best > opt.conf_thres);
+    if (class_ok.defined()) valid = valid & class_ok.index_select(0, j.reshape(-1)).view_as(j);
+  }
+  const at::Tensor key = conf.masked_fill(valid.logical_not(), -1);
+  const int64_t k = std::min(kMaxNms, key.size(1));
+  const at::Tensor order = rank_columns(key, k);
+  Candidates c;
+  c.conf = key.gather(1, order);
+  c.valid = valid.gather(1, order);
+  const at::Tensor box_of = multi_label ? at::div(order, nc, "floor") : order;
+  c.cls = multi_label ? order.remainder(nc).to(torch::kFloat) : cls.gather(1, order);
+  c.boxes = box.gather(1, box_of.unsqueeze(2).expand({bs, k, 4}));
+  return c;
+}
+
+// Greedy NMS of every image's ranked candidates at once. Round t keeps each image's first live
+// candidate, which is its t-th kept box, and kills the live ones overlapping it above iou_thres:
+// the sequential greedy pass's answer in max_det rounds of (bs, k) tensor ops, with the IoU
+// computed as nms() computes it, and no host read. Returns (bs, rounds) positions in the ranking,
+// -1 past an image's last kept box.
+at::Tensor greedy_keep(const Candidates& c, const NmsOptions& opt) {
+  const int64_t bs = c.boxes.size(0), k = c.boxes.size(1);
+  const at::Tensor boxes = c.boxes + c.cls.unsqueeze(2) * (opt.agnostic ? 0.0 : kMaxWh);
+  const at::Tensor xy1 = boxes.slice(2, 0, 2), xy2 = boxes.slice(2, 2, 4);
+  const at::Tensor area =
+      (boxes.select(2, 2) - boxes.select(2, 0)) * (boxes.select(2, 3) - boxes.select(2, 1));
+  // Live candidates hold k - position, dead ones 0: a row's max is its first live candidate.
+  at::Tensor rank = torch::arange(k, 0, -1, c.conf.options().dtype(torch::kInt))
+                        .unsqueeze(0)
+                        .masked_fill(c.valid.logical_not(), 0);
+  int64_t rounds = opt.max_det < 0 ? k : std::min<int64_t>(opt.max_det, k);
+  if (bs == 0) rounds = 0;
+  std::vector<at::Tensor> picks;
+  for (int64_t t = 0; t < rounds; ++t) {
+    auto [top, pick] = rank.max(1, /*keepdim=*/true);  // (bs, 1)
+    picks.push_back(pick.masked_fill(top == 0, -1));
+    const at::Tensor pb = boxes.gather(1, pick.unsqueeze(2).expand({bs, 1, 4}));
+    const at::Tensor lt = torch::max(xy1, pb.slice(2, 0, 2));
+    const at::Tensor rb = torch::min(xy2, pb.slice(2, 2, 4));
+    const at::Tensor wh = (rb - lt).clamp_min(0);
+    const at::Tensor inter = wh.select(2, 0) * wh.select(2, 1);
+    rank.masked_fill_(inter / (area + area.gather(1, pick) - inter) > opt.iou_thres, 0);
+    rank.scatter_(1, pick, 0);  // itself too, which IoU 1 does not exceed at iou_thres 1
+  }
+  if (picks.empty()) return torch::empty({bs, 0}, c.conf.options().dtype(torch::kLong));
+  return torch::cat(picks, 1);
+}
+
+// Per-image results as one padded (bs, r, 6) batch, padding rows with conf -1.
+BatchDetections pack(const std::vector<at::Tensor>& images) {
+  int64_t r = 0;
+  for (const at::Tensor& d : images) r = std::max(r, d.size(0));
+  BatchDetections b;
+  b.kept = torch::zeros({static_cast<int64_t>(images.size()), r, 6}, torch::kFloat);
+  b.kept.select(2, 4).fill_(-1);
+  for (size_t i = 0; i < images.size(); ++i) {
+    const int64_t n = images[i].size(0);
+    b.kept.select(0, static_cast<int64_t>(i)).slice(0, 0, n).copy_(images[i]);
+    b.counts.push_back(n);
+  }
+  return b;
+}
+
 }  // namespace
+
+at::Tensor BatchDetections::image(int64_t i) const {
+  return kept.select(0, i).slice(0, 0, counts.at(static_cast<size_t>(i)));
+}
 
 // Blocks of boxes in score order: the IoUs of a block against the boxes kept so far and within
 // itself are tensor ops on the boxes' device; only the block's (B x B) overlap bits come to the
@@ -66,13 +190,8 @@ at::Tensor nms(const at::Tensor& boxes_in, const at::Tensor& scores_in, double i
 }
 
 std::vector<at::Tensor> non_max_suppression(const at::Tensor& prediction, const NmsOptions& opt) {
-  TORCH_CHECK(opt.conf_thres >= 0 && opt.conf_thres <= 1, "Invalid Confidence threshold ",
-              opt.conf_thres, ", valid values are between 0.0 and 1.0");
-  TORCH_CHECK(opt.iou_thres >= 0 && opt.iou_thres <= 1, "Invalid IoU ", opt.iou_thres,
-              ", valid values are between 0.0 and 1.0");
+  check_thresholds(opt);
   torch::NoGradGuard no_grad;
-  constexpr double kMaxWh = 7680;     // class offset: boxes of different classes never overlap
-  constexpr int64_t kMaxNms = 30000;  // boxes into NMS at most
   const int64_t bs = prediction.size(0);
   const int64_t nc = prediction.size(2) - 5;
   const bool multi_label = opt.multi_label && nc > 1;
@@ -99,15 +218,49 @@ std::vector<at::Tensor> non_max_suppression(const at::Tensor& prediction, const 
     }
     const int64_t n = x.size(0);
     if (n == 0) continue;
-    at::Tensor order = x.select(1, 4).argsort(0, /*descending=*/true);
+    at::Tensor order =
+        opt.stable_ties ? std::get<1>(x.select(1, 4).sort(/*stable=*/true, 0, /*descending=*/true))
+                        : x.select(1, 4).argsort(0, /*descending=*/true);
     if (n > kMaxNms) order = order.slice(0, 0, kMaxNms);
     x = x.index({order});
     const at::Tensor offset = x.slice(1, 5, 6) * (opt.agnostic ? 0.0 : kMaxWh);
-    const at::Tensor keep =
-        nms(x.slice(1, 0, 4) + offset, x.select(1, 4), opt.iou_thres, opt.max_det);
+    // With stable ties nms() gets the ranks as scores, so that its own sort keeps this order.
+    const at::Tensor scores =
+        opt.stable_ties ? -torch::arange(x.size(0), x.options()) : x.select(1, 4);
+    const at::Tensor keep = nms(x.slice(1, 0, 4) + offset, scores, opt.iou_thres, opt.max_det);
     output[xi] = x.index({keep});
   }
   return output;
+}
+
+BatchDetections non_max_suppression_batched(const at::Tensor& prediction, const NmsOptions& opt,
+                                            bool device_schedule) {
+  torch::NoGradGuard no_grad;
+  // On the CPU, reading values costs nothing: the per-image pass scans only the candidates it
+  // needs, where the device's schedule does max_det rounds over all of them.
+  if (prediction.device().is_cpu() && !device_schedule) {
+    return pack(non_max_suppression(prediction, opt));
+  }
+  check_thresholds(opt);
+  const Candidates c = candidates(prediction, opt);
+  const at::Tensor keep = greedy_keep(c, opt);
+  const int64_t bs = keep.size(0), r = keep.size(1);
+  const at::Tensor pos = keep.clamp_min(0);
+  const at::Tensor rows = torch::cat({c.boxes.gather(1, pos.unsqueeze(2).expand({bs, r, 4})),
+                                      c.conf.gather(1, pos).masked_fill(keep < 0, -1).unsqueeze(2),
+                                      c.cls.gather(1, pos).unsqueeze(2)},
+                                     2);
+  BatchDetections d;
+  d.kept = rows.to(torch::kCPU).contiguous();  // the one copy from the device
+  // Kept rows are a prefix of each image's (a kept conf exceeds conf_thres >= 0; padding is -1).
+  const auto a = d.kept.accessor<float, 3>();
+  d.counts.assign(static_cast<size_t>(bs), 0);
+  for (int64_t i = 0; i < bs; ++i) {
+    int64_t n = 0;
+    while (n < r && a[i][n][4] >= 0) ++n;
+    d.counts[static_cast<size_t>(i)] = n;
+  }
+  return d;
 }
 
 }  // namespace yolo

@@ -14,11 +14,34 @@ struct NmsOptions {
   bool agnostic = false;
   bool multi_label = false;
   int max_det = 300;
+  // Equal confs in candidate order (box, then class), as the batched NMS ranks them. Off: in
+  // argsort's order, which the CPU's recorded results depend on.
+  bool stable_ties = false;
 };
 
 // prediction (bs, N, 5+nc) as the model's eval output (xywh, obj, class scores). Returns one
-// (n, 6) tensor per image: x1, y1, x2, y2, conf, class.
+// (n, 6) tensor per image: x1, y1, x2, y2, conf, class, in descending conf. Image by image, with
+// host reads: what the CPU runs, and the reference for the batched version below.
 std::vector<at::Tensor> non_max_suppression(const at::Tensor& prediction, const NmsOptions& opt);
+
+// A batch's detections on the host: image i's rows, as non_max_suppression's, are
+// kept.select(0, i).slice(0, 0, counts[i]).
+struct BatchDetections {
+  at::Tensor kept;  // (bs, r, 6) float32 on the CPU; rows past an image's count are padding
+  std::vector<int64_t> counts;
+  int64_t size() const { return static_cast<int64_t>(counts.size()); }
+  at::Tensor image(int64_t i) const;
+};
+
+// non_max_suppression for the whole batch as tensor ops on the prediction's device (in float32,
+// whatever its dtype), with one copy to the host at the end: on a GPU nothing else waits for the
+// device. On the same float32 input it keeps what non_max_suppression with stable_ties keeps, in
+// the same order, except that of candidates tied in conf at the 30000th place of an image's
+// ranking another may enter NMS. On the CPU it runs non_max_suppression image by image (reads
+// cost nothing there, and that pass looks only at the candidates it needs); `device_schedule`
+// runs the GPU's tensor ops there too.
+BatchDetections non_max_suppression_batched(const at::Tensor& prediction, const NmsOptions& opt,
+                                            bool device_schedule = false);
 
 // Greedy NMS of xyxy `boxes` with `scores` on their own device; returns kept indices in
 // descending score order (torchvision.ops.nms semantics). With max_keep >= 0 it stops once that

@@ -11,6 +11,7 @@
 #include "data/dataset_config.h"
 #include "utils/core/boxes.h"
 #include "utils/core/format.h"
+#include "utils/core/grad_scaler.h"
 #include "utils/core/log.h"
 #include "utils/core/progress.h"
 #include "utils/core/stopwatch.h"
@@ -50,7 +51,12 @@ class Validation {
  public:
   Validation(DetectionModel& model, const ValConfig& cfg, const ComputeLoss* loss,
              const torch::Device& device)
-      : model_(model), cfg_(cfg), loss_(loss), device_(device), cm_(model->nc()) {
+      : model_(model),
+        cfg_(cfg),
+        loss_(loss),
+        device_(device),
+        half_(cfg.half && device.is_cuda()),
+        cm_(model->nc()) {
     nms_.conf_thres = cfg.conf_thres;
     nms_.iou_thres = cfg.iou_thres;
     nms_.max_det = cfg.max_det;
@@ -94,8 +100,9 @@ class Validation {
     for (int c : target_cls_) {
       if (c >= 0 && c < nc) ++res_.nt[c];
     }
-    if (batches_) {
-      for (int k = 0; k < 3; ++k) res_.loss[k] = loss_sum_[k].item<double>() / batches_;
+    if (loss_sum_.defined()) {
+      const at::Tensor sum = loss_sum_.to(torch::kCPU, torch::kDouble);
+      for (int k = 0; k < 3; ++k) res_.loss[k] = sum[k].item<double>() / batches_;
     }
     res_.confusion = cm_.matrix();
     if (cfg_.plots && !res_.ap.classes.empty()) plot_metrics();
@@ -108,28 +115,38 @@ class Validation {
   }
 
  private:
+  // The batch stays on the device from the images to NMS; the kept boxes come back in one copy,
+  // and the labels (already on the host) are never read from the device.
   void process(const Batch& batch, const Stopwatch& t0) {
-    at::Tensor im = batch.images.to(device_, /*non_blocking=*/true);
-    at::Tensor targets = batch.targets.to(device_);
+    const at::Tensor im = images_to_device(batch.images, device_);
     const int64_t h = im.size(2), w = im.size(3);
     res_.ms_pre += t0.milliseconds();
     Stopwatch t1;
-    ModelOutput out = model_->forward(im);
+    at::Tensor pred;
+    {
+      AutocastScope autocast(half_);  // YOLOv5's half=True; the CPU keeps float32
+      ModelOutput out = model_->forward(im);
+      pred = out.pred;
+      if (loss_) {
+        const at::Tensor items = (*loss_)(out.raw, batch.targets.to(device_, true)).items;
+        loss_sum_ = loss_sum_.defined() ? loss_sum_ + items : items;
+      }
+    }
     res_.ms_inf += t1.milliseconds();
-    if (loss_) loss_sum_ += (*loss_)(out.raw, targets).items.cpu();
     ++batches_;
+    Stopwatch t2;
+    const BatchDetections dets = non_max_suppression_batched(pred, nms_, cfg_.nms_device_schedule);
+    res_.ms_nms += t2.milliseconds();
     // Labels to letterboxed pixels.
+    const at::Tensor targets = batch.targets.cpu();
     at::Tensor tl = targets.clone();
     tl.slice(1, 2, 6).mul_(torch::tensor({static_cast<float>(w), static_cast<float>(h),
                                           static_cast<float>(w), static_cast<float>(h)},
                                          tl.options()));
-    Stopwatch t2;
-    const std::vector<at::Tensor> preds = non_max_suppression(out.pred, nms_);
-    res_.ms_nms += t2.milliseconds();
-    if (cfg_.plots && batches_ <= 3) plot_batch(im, targets, preds, batch.paths);
+    if (cfg_.plots && batches_ <= 3) plot_batch(im, targets, dets, batch.paths);
     for (int64_t si = 0; si < im.size(0); ++si) {
-      const at::Tensor labels = tl.index({tl.select(1, 0) == si}).slice(1, 1).cpu();  // cls, xywh
-      score_image(labels, preds[si].cpu(), batch.shapes[si],
+      const at::Tensor labels = tl.index({tl.select(1, 0) == si}).slice(1, 1);  // cls, xywh
+      score_image(labels, dets.image(si), batch.shapes[si],
                   std::filesystem::path(batch.paths[si]).stem().string());
     }
   }
@@ -197,15 +214,15 @@ class Validation {
   }
 
   // val_batch{0,1,2}_labels.jpg and _pred.jpg.
-  void plot_batch(const at::Tensor& im, const at::Tensor& targets,
-                  const std::vector<at::Tensor>& preds, const std::vector<std::string>& paths) {
+  void plot_batch(const at::Tensor& im, const at::Tensor& targets, const BatchDetections& dets,
+                  const std::vector<std::string>& paths) {
     const std::string stem =
         (std::filesystem::path(cfg_.save_dir) / ("val_batch" + std::to_string(batches_ - 1)))
             .string();
     plot_images(im, targets, paths, cfg_.names, stem + "_labels.jpg");
     std::vector<at::Tensor> rows;  // image, class, xywh (pixels), conf
     for (int64_t si = 0; si < im.size(0); ++si) {
-      const at::Tensor p = preds[si].slice(0, 0, 30);  // YOLOv5 plots max_det 15-30 per image
+      const at::Tensor p = dets.image(si).slice(0, 0, 30);  // YOLOv5 plots max_det 15-30 per image
       if (p.size(0) == 0) continue;
       rows.push_back(torch::cat({torch::full({p.size(0), 1}, static_cast<double>(si), p.options()),
                                  p.slice(1, 5, 6), xyxy2xywh(p.slice(1, 0, 4)), p.slice(1, 4, 5)},
@@ -237,6 +254,7 @@ class Validation {
   const ValConfig& cfg_;
   const ComputeLoss* loss_;
   torch::Device device_;
+  bool half_;
   const std::vector<double> iouv_ = iou_thresholds();
   NmsOptions nms_;
   ValResult res_;
@@ -244,7 +262,7 @@ class Validation {
   std::vector<std::vector<bool>> tp_;
   std::vector<double> conf_;
   std::vector<int> pred_cls_, target_cls_;
-  at::Tensor loss_sum_ = torch::zeros({3});
+  at::Tensor loss_sum_;  // box, obj, cls summed over the batches, on the device
   int batches_ = 0;
   std::ofstream json_;
   bool first_json_ = true;

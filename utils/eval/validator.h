@@ -1,7 +1,8 @@
 #pragma once
 // The validation loop of YOLOv5 v7.0's val.py: forward (eval mode), optional loss on the raw
 // maps, NMS, matching against labels in original-image pixels, ap_per_class, confusion matrix,
-// and the per-class results table. Used by `val` and by the trainer every epoch.
+// and the per-class results table. Used by `val` and by the trainer every epoch. On a GPU a batch
+// runs on the device up to NMS and comes back to the host in one copy of its kept boxes.
 #include <array>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@ struct ValConfig {
   double conf_thres = 0.001;
   double iou_thres = 0.6;
   int max_det = 300;
+  // On CUDA the forward under float16 autocast, as YOLOv5's val with half=True (what its training
+  // uses); the CPU always runs float32.
+  bool half = true;
+  bool nms_device_schedule = false;  // the GPU's batched NMS even on the CPU (tests)
   std::vector<std::string> names;
   bool plots = false;     // val_batch*_labels/pred.jpg, PR/F1/P/R curves, confusion matrix
   std::string save_dir;   // for plots and --save-txt / --save-json
@@ -36,7 +41,9 @@ struct ValResult {
   std::vector<int> nt;  // labels per class
   int seen = 0;         // images
   std::vector<std::vector<double>> confusion;
-  double ms_pre = 0, ms_inf = 0, ms_nms = 0;  // per image
+  // Host time per image. On a GPU nothing waits for the device before NMS's copy, so the
+  // inference's device time lands in ms_nms.
+  double ms_pre = 0, ms_inf = 0, ms_nms = 0;
   double fitness() const { return yolo::fitness(map50, map); }
 };
 
