@@ -23,6 +23,17 @@ wait $pid
 status=$?
 if [ "$status" -eq 0 ]; then echo "FAIL: exit status 0 after SIGTERM"; tail -5 "$tmp/log"; exit 1; fi
 grep -q -- "--resume" "$tmp/log" || { echo "FAIL: no resume hint"; tail -5 "$tmp/log"; exit 1; }
+# The interrupted last.pt (optimizer included) is a plain pickle Python's safe loader reads.
+PY=${YOLO_PYTHON:-python3}
+if "$PY" -c "import torch" 2>/dev/null; then
+  "$PY" - "$last" <<'EOF' || { echo "FAIL: torch.load(weights_only=True) refuses last.pt"; exit 1; }
+import sys, torch
+c = torch.load(sys.argv[1], weights_only=True)
+assert c["optimizer"]["param_groups"][0]["params"], "no optimizer state"
+EOF
+else
+  echo "no torch in $PY: the weights_only check is skipped"
+fi
 "$BIN/train" --resume "$last" >"$tmp/log2" 2>&1 || { echo "FAIL: resume failed"; tail -20 "$tmp/log2"; exit 1; }
 grep -q "Resuming training" "$tmp/log2" || { echo "FAIL: did not resume"; tail -5 "$tmp/log2"; exit 1; }
 rows=$(($(wc -l <"$tmp/runs/exp/results.csv") - 1))

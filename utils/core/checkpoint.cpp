@@ -78,14 +78,41 @@ std::string now_iso8601() {
   return buf;
 }
 
-void save_checkpoint(const Checkpoint& c, const std::string& path) {
+c10::IValue map_tensors(const c10::IValue& v,
+                        const std::function<at::Tensor(const at::Tensor&)>& f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isGenericDict()) {
+    const auto d = v.toGenericDict();
+    c10::impl::GenericDict out(d.keyType(), d.valueType());
+    for (const auto& kv : d) out.insert(kv.key(), map_tensors(kv.value(), f));
+    return out;
+  }
+  if (v.isList()) {
+    const auto l = v.toList();
+    c10::impl::GenericList out(l.elementType());
+    for (const c10::IValue& e : l) out.push_back(map_tensors(e, f));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(map_tensors(e, f));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return v;
+}
+
+std::string checkpoint_bytes(const Checkpoint& c) {
   c10::Dict<std::string, at::Tensor> model;
   for (const auto& [k, t] : c.model) model.insert(k, t.detach().cpu().contiguous());
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("epoch", c.epoch);
   d.insert("best_fitness", c.best_fitness);
   d.insert("model", model);
-  d.insert("optimizer", c.optimizer);
+  // Tensors the caller also holds would be memoized by the pickler (it memoizes what is shared),
+  // so fresh handles keep the bytes independent of who else holds the optimizer's buffers.
+  d.insert("optimizer", map_tensors(c.optimizer, [](const at::Tensor& t) {
+             return t.defined() ? t.detach().cpu().contiguous() : t;
+           }));
   if (c.has_optimizer() && !c.train_model.empty()) {
     c10::Dict<std::string, at::Tensor> raw;
     for (const auto& [k, t] : c.train_model) raw.insert(k, t.detach().cpu().contiguous());
@@ -97,7 +124,11 @@ void save_checkpoint(const Checkpoint& c, const std::string& path) {
   d.insert("hyp", c.hyp);
   d.insert("date", c.date.empty() ? now_iso8601() : c.date);
   const std::vector<char> bytes = pickle_save_plain(c10::IValue(d));
-  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void save_checkpoint(const Checkpoint& c, const std::string& path) {
+  write_file_atomic(path, checkpoint_bytes(c));
 }
 
 c10::IValue read_pickle_archive(const std::string& path, const std::string& kind,

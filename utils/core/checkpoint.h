@@ -6,6 +6,7 @@
 // are atomic (temporary file + rename), so a crash never leaves a broken file.
 #include <ATen/core/ivalue.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +43,14 @@ c10::IValue read_pickle_archive(const std::string& path, const std::string& kind
 // numbers and tensors, which torch.load and read_pickle_archive both take as they are.
 std::vector<char> pickle_save_plain(const c10::IValue& value);
 
+// `v` with `f` applied to every tensor in it; dicts, lists and tuples are rebuilt (element types
+// and order kept), other values shared.
+c10::IValue map_tensors(const c10::IValue& v,
+                        const std::function<at::Tensor(const at::Tensor&)>& f);
+
+// The file save_checkpoint writes: tensors as they are (dtype kept), on the host, contiguous; an
+// empty `date` is now. CheckpointWriter writes these bytes too, from its own thread.
+std::string checkpoint_bytes(const Checkpoint& ckpt);
 void save_checkpoint(const Checkpoint& ckpt, const std::string& path);
 // Throws std::runtime_error naming the file when it is missing, not a checkpoint, or truncated.
 Checkpoint load_checkpoint(const std::string& path);

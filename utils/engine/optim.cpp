@@ -117,7 +117,9 @@ c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::strin
     c10::impl::GenericDict gd(c10::StringType::get(), c10::AnyType::get());
     gd.insert("lr", group.options().get_lr());
     gd.insert("momentum", group_momentum(opt, gi));
-    c10::List<int64_t> ids;
+    // A plain list: a typed int list pickles as torch.jit's build_intlist, which Python's
+    // torch.load(weights_only=True) refuses.
+    c10::impl::GenericList ids(c10::AnyType::get());
     for (const auto& p : group.params()) {
       ids.push_back(index);
       auto it = opt.state().find(param_key(p));
@@ -125,13 +127,12 @@ c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::strin
         c10::impl::GenericDict ps(c10::StringType::get(), c10::AnyType::get());
         if (name == "SGD") {
           auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
-          if (s.momentum_buffer().defined())
-            ps.insert("momentum_buffer", s.momentum_buffer().cpu().contiguous());
+          if (s.momentum_buffer().defined()) ps.insert("momentum_buffer", s.momentum_buffer());
         } else {
           auto put = [&](const auto& s) {
             ps.insert("step", s.step());
-            ps.insert("exp_avg", s.exp_avg().cpu().contiguous());
-            ps.insert("exp_avg_sq", s.exp_avg_sq().cpu().contiguous());
+            ps.insert("exp_avg", s.exp_avg());
+            ps.insert("exp_avg_sq", s.exp_avg_sq());
           };
           if (name == "Adam") {
             put(static_cast<const torch::optim::AdamParamState&>(*it->second));
@@ -169,8 +170,10 @@ void load_optimizer_state(torch::optim::Optimizer& opt, const std::string& name,
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const auto gd = groups.get(gi).toGenericDict();
     auto& group = opt.param_groups()[gi];
-    TORCH_CHECK(gd.at("params").toIntList().size() == group.params().size(),
-                "optimizer state group ", gi, " has another number of parameters");
+    const c10::IValue& ids = gd.at("params");  // older checkpoints hold a typed int list
+    TORCH_CHECK(
+        (ids.isIntList() ? ids.toIntList().size() : ids.toList().size()) == group.params().size(),
+        "optimizer state group ", gi, " has another number of parameters");
     group.options().set_lr(gd.at("lr").toDouble());
     set_group_momentum(opt, gi, gd.at("momentum").toDouble());
     for (const auto& p : group.params()) {

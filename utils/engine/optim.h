@@ -41,8 +41,8 @@ std::function<double(double)> lr_lambda(bool cos_lr, int epochs, double lrf);
 double interp2(double x, double x0, double x1, double y0, double y1);
 
 // {"state": {index: {...tensors...}}, "param_groups": [{"lr", "momentum", "params", ...}]}, its
-// tensors on the CPU whatever device the parameters are on, so a checkpoint written on a GPU
-// resumes on a machine without one.
+// tensors the optimizer's own (no copy, so a GPU step is not waited for); checkpoints copy them to
+// the host when they are taken, so a checkpoint written on a GPU resumes on a machine without one.
 c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::string& name);
 // Restores what optimizer_state wrote into an optimizer built the same way, moving each tensor to
 // its parameter's device and dtype; throws on mismatch.

@@ -48,6 +48,16 @@ State& adam_state(torch::optim::Optimizer& opt, const at::Tensor& p) {
   return static_cast<State&>(*slot);
 }
 
+// The fused kernels read parameter, gradient and state as flat arrays, so they need the same
+// strides. Autograd gives gradients their parameter's layout; a gradient assembled elsewhere (a
+// DataParallel gather) is copied into it.
+const at::Tensor& grad_like_param(const at::Tensor& p) {
+  if (!p.grad().strides().equals(p.strides())) {
+    p.mutable_grad() = torch::empty_like(p, at::MemoryFormat::Preserve).copy_(p.grad());
+  }
+  return p.grad();
+}
+
 struct AdamBucket {
   std::vector<at::Tensor> params, grads, exp_avg, exp_avg_sq;
 };
@@ -112,7 +122,7 @@ void OptimizerStep::sgd_group(torch::optim::OptimizerParamGroup& group,
   for (const auto& p : group.params()) {
     if (!p.grad().defined()) continue;
     params.push_back(p);
-    grads.push_back(p.grad());
+    grads.push_back(kernel_ == Kernel::kFused ? grad_like_param(p) : p.grad());
     if (momentum == 0) continue;
     auto& slot = opt_.state()[param_key(p)];
     if (!slot) slot = std::make_unique<torch::optim::SGDParamState>();
@@ -150,7 +160,7 @@ void OptimizerStep::adam_group(torch::optim::OptimizerParamGroup& group,
       s.step(s.step() + 1);
       AdamBucket& b = buckets[s.step()];
       b.params.push_back(p);
-      b.grads.push_back(p.grad());
+      b.grads.push_back(kernel_ == Kernel::kFused ? grad_like_param(p) : p.grad());
       b.exp_avg.push_back(s.exp_avg());
       b.exp_avg_sq.push_back(s.exp_avg_sq());
     };

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "utils/core/checkpoint.h"
+#include "utils/core/checkpoint_writer.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/results_csv.h"
@@ -103,28 +104,42 @@ void TensorBoardLog::on_fit_epoch_end(const EpochReport& r) {
 }
 
 Checkpointer::Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave,
-                           int save_period)
+                           int save_period,
+                           std::function<void(const std::string&, const std::string&)> sink,
+                           bool background)
     : paths_(std::move(paths)),
       make_(std::move(make)),
       nosave_(nosave),
-      save_period_(save_period) {}
+      save_period_(save_period),
+      background_(background),
+      writer_(std::make_unique<CheckpointWriter>(std::move(sink))) {}
+
+Checkpointer::~Checkpointer() = default;  // the writer finishes its queue
+
+void Checkpointer::on_train_epoch_start(int epoch) {
+  writer_->check();  // a write that failed in the background stops the run before another epoch
+}
 
 void Checkpointer::on_fit_epoch_end(const EpochReport& r) {
   if (nosave_ && !r.final_epoch && !r.stop_requested) return;
-  const Checkpoint ck = make_(r.epoch);
-  save_checkpoint(ck, paths_.last);
-  if (r.is_best) save_checkpoint(ck, paths_.best);
+  std::vector<std::string> files{paths_.last};
+  if (r.is_best) files.push_back(paths_.best);
   if (save_period_ > 0 && r.epoch % save_period_ == 0) {
-    save_checkpoint(ck, paths_.epoch_checkpoint(r.epoch));
+    files.push_back(paths_.epoch_checkpoint(r.epoch));
   }
+  writer_->save(make_(r.epoch), std::move(files));
+  if (!background_) writer_->flush();
 }
 
 void Checkpointer::on_interrupt(int done_epoch, bool epoch_complete) {
-  // A complete epoch was saved by on_fit_epoch_end unless --nosave skipped it.
-  if (!epoch_complete || nosave_) save_checkpoint(make_(done_epoch), paths_.last);
+  // A complete epoch was saved by on_fit_epoch_end unless --nosave skipped it. Either way the
+  // save is on disk before the program reports the stop and exits.
+  if (!epoch_complete || nosave_) writer_->save(make_(done_epoch), {paths_.last});
+  writer_->flush();
 }
 
 void Checkpointer::on_train_end(int epochs_run, double seconds) {
+  writer_->flush();  // before the files are stripped and best.pt is validated
   // YOLOv5 strips the optimizer from the final weights unless periodic checkpoints were asked for.
   if (save_period_ >= 1) return;
   for (const std::string& f : {paths_.last, paths_.best}) {
@@ -158,7 +173,7 @@ void add_rank0_callbacks(Trainer& trainer) {
   trainer.add_callback(std::make_unique<TensorBoardLog>(s.paths.save_dir));
   trainer.add_callback(std::make_unique<Checkpointer>(
       s.paths, [&trainer](int epoch) { return trainer.make_checkpoint(epoch); }, s.opt.nosave,
-      s.opt.save_period));
+      s.opt.save_period, nullptr, /*background=*/!s.dev.device.is_cpu()));
   if (s.opt.noplots) return;
   std::vector<std::array<float, 5>> labels;
   for (const auto& ls : s.train_set->labels()) {

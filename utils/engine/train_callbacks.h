@@ -15,6 +15,7 @@
 namespace yolo {
 
 struct Checkpoint;
+class CheckpointWriter;
 class Trainer;
 
 // YOLOv5's console: the epoch header, a progress line per batch (redrawn in place on a terminal),
@@ -57,10 +58,20 @@ class TensorBoardLog : public Callback {
 };
 
 // last.pt every epoch (only the final one with --nosave), best.pt when the fitness improves,
-// epochN.pt every --save-period epochs; last.pt on a stop; optimizer stripped at the end.
+// epochN.pt every --save-period epochs; last.pt on a stop; optimizer stripped at the end. The
+// files are written by a CheckpointWriter: an epoch's save only snapshots the state, and the
+// writes are waited for where the files must be on disk (a stop, the end, or the destructor
+// when the run ends by an exception). A failed write stops the run at the next epoch start,
+// save or end with its own message.
 class Checkpointer : public Callback {
  public:
-  Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave, int save_period);
+  // `sink` replaces write_file_atomic (tests). `background` = false waits for each epoch's write
+  // (CPU training, whose kernels keep every core busy: a writer beside them only slows them).
+  Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave, int save_period,
+               std::function<void(const std::string&, const std::string&)> sink = {},
+               bool background = true);
+  ~Checkpointer() override;
+  void on_train_epoch_start(int epoch) override;
   void on_fit_epoch_end(const EpochReport& r) override;
   void on_interrupt(int done_epoch, bool epoch_complete) override;
   void on_train_end(int epochs_run, double seconds) override;
@@ -70,6 +81,8 @@ class Checkpointer : public Callback {
   std::function<Checkpoint(int)> make_;
   bool nosave_;
   int save_period_;
+  bool background_;
+  std::unique_ptr<CheckpointWriter> writer_;
 };
 
 // labels.jpg, train_batch0-2.jpg and results.png.
