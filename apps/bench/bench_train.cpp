@@ -246,7 +246,8 @@ void report(const BenchArgs& a, const yolo::EpochTiming& t, const RunInfo& r) {
   }
 }
 
-// --data memory: a few batches from the loader, made before the clock starts and fed in turn.
+// --data memory: a few batches from the loader, made before the clock starts and fed in turn,
+// as many per epoch as the loader would give (so epochs end, and the loss is read, as in train).
 std::function<std::optional<yolo::Batch>()> memory_batches(yolo::DataLoader& loader) {
   auto batches = std::make_shared<std::vector<yolo::Batch>>();
   loader.start_epoch(0);
@@ -257,9 +258,15 @@ std::function<std::optional<yolo::Batch>()> memory_batches(yolo::DataLoader& loa
   }
   loader.stop();
   if (batches->empty()) throw std::runtime_error("bench_train: the loader gave no batch");
+  const size_t per_epoch = loader.num_batches();
   auto next = std::make_shared<size_t>(0);
-  return [batches, next]() -> std::optional<yolo::Batch> {
-    return (*batches)[(*next)++ % batches->size()];
+  return [batches, next, per_epoch]() -> std::optional<yolo::Batch> {
+    const size_t k = (*next)++;
+    if (k == per_epoch) {  // the epoch's end; the next call starts another
+      *next = 0;
+      return std::nullopt;
+    }
+    return (*batches)[k % batches->size()];
   };
 }
 
