@@ -83,10 +83,10 @@ bool EarlyStopping::operator()(int epoch, double fitness) {
   return stop;
 }
 
-Trainer::Trainer(TrainSetup setup, PhaseClock::Mode timing)
+Trainer::Trainer(TrainSetup setup, std::optional<PhaseClock::Mode> timing)
     : s_(std::move(setup)),
       scaler_(s_.amp),
-      clock_(timing, s_.dev.device),
+      clock_(timing.value_or(PhaseClock::default_mode(s_.dev.device)), s_.dev.device),
       last_opt_step_(s_.resume.last_opt_step),
       best_fitness_(s_.resume.best_fitness),
       maps_(s_.nc, 0.0),
@@ -310,7 +310,7 @@ std::array<double, 3> Trainer::step_lr(int epoch) {
 void Trainer::validate(EpochReport& r) {
   r.final_epoch = r.epoch + 1 == s_.loop.epochs || stopper_.possible_stop;
   if (s_.val_loader && (!s_.loop.noval || r.final_epoch)) {
-    ValConfig cfg;  // no plots: YOLOv5 plots the final validation only
+    ValConfig cfg;      // no plots: YOLOv5 plots the final validation only
     cfg.half = s_.amp;  // as YOLOv5's validate.run(half=amp)
     cfg.names = s_.names;
     cfg.save_dir = s_.paths.save_dir;

@@ -6,6 +6,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -72,7 +73,8 @@ class EarlyStopping {
 // results.csv, checkpoints, plots) is done by the callbacks added there.
 class Trainer {
  public:
-  explicit Trainer(TrainSetup setup, PhaseClock::Mode timing = PhaseClock::Mode::kHost);
+  // `timing`: how the step's phases are timed (default: CUDA events on a GPU, host time else).
+  explicit Trainer(TrainSetup setup, std::optional<PhaseClock::Mode> timing = std::nullopt);
   void add_callback(std::unique_ptr<Callback> cb) { callbacks_.add(std::move(cb)); }
   TrainSummary fit(const TrainHooks& hooks = {});
   // The state after `done_epoch` for last.pt/best.pt (rank 0: it holds the EMA).
