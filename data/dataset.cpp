@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <mutex>
@@ -20,6 +21,12 @@ namespace fs = std::filesystem;
 
 namespace yolo {
 namespace {
+
+std::string format_gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (int64_t{1} << 30));
+  return buf;
+}
 
 // Runs fn(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
 template <typename Fn>
@@ -79,6 +86,11 @@ YoloDataset::YoloDataset(const std::vector<std::string>& sources, DatasetOptions
   indices_.resize(files_.size());
   std::iota(indices_.begin(), indices_.end(), size_t{0});
   if (!opt_.cache.empty()) cache_images();
+  if (ram_.empty() && opt_.image_cache_bytes != 0) {
+    const int64_t budget =
+        opt_.image_cache_bytes < 0 ? default_image_cache_bytes() : opt_.image_cache_bytes;
+    image_cache_ = std::make_unique<ImageCache>(files_.size(), budget);
+  }
 }
 
 void YoloDataset::make_rect_shapes() {
@@ -116,8 +128,29 @@ void YoloDataset::make_rect_shapes() {
   }
 }
 
+// Bytes of every image resized as load_image resizes it (exact: the sizes come from the label
+// scan), so --cache ram is refused before it fills the memory rather than after.
+int64_t YoloDataset::ram_cache_required() const {
+  int64_t bytes = 0;
+  for (const cv::Size& sz : sizes_) {
+    const double r = static_cast<double>(opt_.imgsz) / std::max(sz.width, sz.height);
+    bytes += static_cast<int64_t>(std::ceil(sz.width * r)) *
+             static_cast<int64_t>(std::ceil(sz.height * r)) * 3;
+  }
+  return bytes;
+}
+
 void YoloDataset::cache_images() {
   if (opt_.cache == "ram") {
+    // As YOLOv5's check_cache_ram: a tenth of headroom over what the images take.
+    const int64_t required = ram_cache_required(), available = available_memory_bytes();
+    if (available > 0 && static_cast<double>(required) * 1.1 > static_cast<double>(available)) {
+      log_warn("--cache ram: " + format_gib(required) + " GB RAM required, " +
+               format_gib(available) + " GB available, not caching images (decoded images " +
+               "are kept in a bounded cache instead)");
+      opt_.cache.clear();
+      return;
+    }
     std::vector<cv::Mat> ims(files_.size());
     std::atomic<size_t> bytes{0};
     parallel_for(files_.size(), opt_.threads, [&](size_t i) {
@@ -125,6 +158,7 @@ void YoloDataset::cache_images() {
       bytes += ims[i].total() * ims[i].elemSize();
     });
     ram_ = std::move(ims);
+    ram_bytes_ = static_cast<int64_t>(bytes.load());
     log_info("Cached " + std::to_string(files_.size()) + " images in RAM (" +
              std::to_string(bytes / (1 << 20)) + " MiB)");
   } else if (opt_.cache == "disk") {
@@ -154,6 +188,10 @@ void YoloDataset::cache_images() {
 
 cv::Mat YoloDataset::load_image(size_t i) const {
   if (!ram_.empty()) return ram_[i];
+  if (image_cache_) {
+    cv::Mat cached = image_cache_->find(i);
+    if (!cached.empty()) return cached;
+  }
   cv::Mat im;
   if (opt_.cache == "disk") {
     const std::string npy = npy_path_for(files_[i]);
@@ -162,7 +200,13 @@ cv::Mat YoloDataset::load_image(size_t i) const {
   } else {
     im = read_image(files_[i]);
   }
-  return resize_to_imgsz(im, opt_.imgsz, opt_.augment);
+  cv::Mat resized = resize_to_imgsz(im, opt_.imgsz, opt_.augment);
+  if (image_cache_) image_cache_->offer(i, resized);
+  return resized;
+}
+
+ImageCache::Stats YoloDataset::image_cache_stats() const {
+  return image_cache_ ? image_cache_->stats() : ImageCache::Stats{};
 }
 
 Sample YoloDataset::get(size_t index, Rng& rng) const {

@@ -2,11 +2,13 @@
 // YOLOv5 v7.0's LoadImagesAndLabels: the checked image list of one split, its labels and sizes,
 // optional image caching, rect batch shapes, and one training or validation sample at a time.
 #include <functional>
+#include <memory>
 #include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
 #include "data/augment.h"
+#include "data/image_cache.h"
 #include "data/labels.h"
 
 namespace yolo {
@@ -20,6 +22,9 @@ struct DatasetOptions {
   int stride = 32;
   double pad = 0.0;   // rect padding in strides (YOLOv5: 0.0 train, 0.5 val)
   std::string cache;  // "", "ram" or "disk"
+  // Without "ram": the bytes of decoded, resized images kept in memory (see ImageCache); -1 the
+  // default (default_image_cache_bytes()), 0 none.
+  int64_t image_cache_bytes = -1;
   AugmentHyp hyp;
   int nc = 80;                    // class ids must be below this (not checked with single_cls)
   int threads = 0;                // for checking labels and caching images; 0 = hardware threads
@@ -59,9 +64,15 @@ class YoloDataset {
   // Rect batch shapes (w x h) by batch number; empty unless opt.rect.
   const std::vector<cv::Size>& batch_shapes() const { return batch_shapes_; }
 
-  // The image resized so its longest side is imgsz (from the RAM cache, .npy disk cache or the
-  // file). May alias the RAM cache: do not modify it in place. Throws naming the file.
+  // The image resized so its longest side is imgsz (from the RAM cache, the bounded cache, the
+  // .npy disk cache or the file). May alias a cache: do not modify it in place. Throws naming the
+  // file.
   cv::Mat load_image(size_t i) const;
+
+  // The bounded cache's figures (all zero with --cache ram or image_cache_bytes 0).
+  ImageCache::Stats image_cache_stats() const;
+  // Bytes held by --cache ram (0 without it).
+  int64_t ram_cache_bytes() const { return ram_bytes_; }
 
   // Sample `index` (remapped through set_indices), transformed with randomness from `rng`.
   // Exceptions carry the image path.
@@ -76,6 +87,7 @@ class YoloDataset {
  private:
   void make_rect_shapes();
   void cache_images();
+  int64_t ram_cache_required() const;
   Sample get_unchecked(size_t index, Rng& rng) const;
 
   DatasetOptions opt_;
@@ -85,6 +97,8 @@ class YoloDataset {
   std::vector<cv::Size> batch_shapes_;
   std::vector<size_t> indices_;
   std::vector<cv::Mat> ram_;  // resized images with --cache ram
+  int64_t ram_bytes_ = 0;
+  std::unique_ptr<ImageCache> image_cache_;  // without --cache ram
 };
 
 // YOLOv5's labels_to_class_weights: inverse class frequency, normalised to sum 1 (classes with no

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <opencv2/core.hpp>
@@ -99,18 +100,31 @@ at::Tensor images_to_device(const at::Tensor& images, const c10::Device& device)
   return x;
 }
 
-struct DataLoader::Epoch {
+// One epoch of this rank: its sample order and the batches in work or ready.
+struct DataLoader::Job {
+  struct Slot {
+    std::vector<Sample> samples;
+    size_t remaining = 0;  // samples not yet loaded
+    std::exception_ptr error;
+    std::optional<Batch> batch;
+    bool done = false;
+  };
   int64_t epoch = 0;
   std::vector<int64_t> order;  // this rank's sample indices
   size_t batches = 0;
-  size_t capacity = 1;  // batches produced ahead of the consumer
+  size_t next_claim = 0;  // next sample position a worker takes
+  size_t delivered = 0;   // batches returned by next()
+  bool cancelled = false;
+  std::map<size_t, Slot> slots;  // batches claimed and not yet delivered
+};
 
+struct DataLoader::Pool {
   std::mutex m;
-  std::condition_variable cv;
-  size_t next_claim = 0;    // next batch a worker takes
-  size_t next_deliver = 0;  // next batch the consumer returns
-  bool stopping = false;
-  std::map<size_t, std::pair<std::optional<Batch>, std::exception_ptr>> ready;
+  std::condition_variable cv;              // claimable work, a finished batch, stop
+  std::deque<std::shared_ptr<Job>> jobs;   // epochs in order: current (or next), then prefetched
+  size_t outstanding = 0;                  // batches claimed and not delivered, over all jobs
+  size_t in_flight = 0;                    // samples being loaded or collated
+  bool shutdown = false;
   std::vector<std::thread> threads;
 };
 
@@ -129,34 +143,61 @@ DataLoader::DataLoader(std::shared_ptr<const YoloDataset> dataset, LoaderOptions
   }
 }
 
-DataLoader::~DataLoader() { stop(); }
+DataLoader::~DataLoader() {
+  if (!pool_) return;
+  {
+    std::lock_guard<std::mutex> lock(pool_->m);
+    pool_->shutdown = true;  // workers finish the sample in hand and leave
+  }
+  pool_->cv.notify_all();
+  for (auto& t : pool_->threads) t.join();
+}
 
 size_t DataLoader::num_batches() const {
   const auto n = static_cast<size_t>(sampler_.num_samples());
   return (n + opt_.batch_size - 1) / opt_.batch_size;
 }
 
-Batch DataLoader::make_batch(const Epoch& e, size_t b) const {
+// Batches in work or waiting: enough for every worker to hold a sample, plus `prefetch` ready.
+size_t DataLoader::capacity() const {
+  const auto bs = static_cast<size_t>(opt_.batch_size);
+  return static_cast<size_t>(std::max(1, opt_.prefetch)) + (workers_ + bs - 1) / bs;
+}
+
+std::shared_ptr<DataLoader::Job> DataLoader::make_job(int64_t epoch) const {
+  auto job = std::make_shared<Job>();
+  DistributedSampler sampler = sampler_;
+  sampler.set_epoch(epoch);
+  job->epoch = epoch;
+  job->order = sampler.indices();
+  job->batches = num_batches();
+  return job;
+}
+
+Sample DataLoader::load_sample(const std::vector<int64_t>& order, int64_t epoch,
+                               size_t pos) const {
+  const int64_t idx = order[pos];
+  // Global position (pos * world + rank) so ranks never share a random stream.
+  const size_t global_pos = pos * static_cast<size_t>(opt_.world_size) + opt_.rank;
+  Rng rng(sample_seed(opt_.seed, epoch, global_pos, idx));
+  return dataset_->get(static_cast<size_t>(idx), rng);
+}
+
+// Without workers: the batch's samples load in the consumer's step.
+Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, size_t b) const {
   const size_t bs = static_cast<size_t>(opt_.batch_size);
-  const size_t begin = b * bs, end = std::min(e.order.size(), begin + bs);
+  const size_t begin = b * bs, end = std::min(order.size(), begin + bs);
   std::vector<Sample> samples(end - begin);
   auto load = [&](int64_t from, int64_t to) {
-    for (int64_t k = from; k < to; ++k) {
-      const size_t pos = begin + static_cast<size_t>(k);
-      const int64_t idx = e.order[pos];
-      // Global position (pos * world + rank) so ranks never share a random stream.
-      const size_t global_pos = pos * static_cast<size_t>(opt_.world_size) + opt_.rank;
-      Rng rng(sample_seed(opt_.seed, e.epoch, global_pos, idx));
-      samples[k] = dataset_->get(static_cast<size_t>(idx), rng);
-    }
+    for (int64_t k = from; k < to; ++k) samples[k] = load_sample(order, epoch, begin + k);
   };
   const auto n = static_cast<int64_t>(samples.size());
-  const int64_t helpers = workers_ == 0 ? std::min<int64_t>(n, at::get_num_threads()) - 1 : 0;
+  const int64_t helpers = std::min<int64_t>(n, at::get_num_threads()) - 1;
   if (helpers > 0) {
-    // In the consumer's step, split over as many threads as the kernels use, which are idle
-    // while it loads. Plain threads, not at::parallel_for: OpenCV run on LibTorch's OpenMP
-    // threads made the kernels after it three times slower (bench_train). Each sample has its
-    // own seed, so the batch is the same on any thread count.
+    // Split over as many threads as the kernels use, which are idle while it loads. Plain
+    // threads, not at::parallel_for: OpenCV run on LibTorch's OpenMP threads made the kernels
+    // after it three times slower (bench_train). Each sample has its own seed, so the batch is
+    // the same on any thread count.
     std::vector<std::exception_ptr> errors(static_cast<size_t>(helpers) + 1);
     auto slice = [&](int64_t t) {
       try {
@@ -178,92 +219,159 @@ Batch DataLoader::make_batch(const Epoch& e, size_t b) const {
   return collate(samples, opt_.float_images, opt_.pin_memory);
 }
 
-void DataLoader::stop() {
-  if (!epoch_) return;
-  {
-    std::lock_guard<std::mutex> lock(epoch_->m);
-    epoch_->stopping = true;
+// Marks every queued job abandoned (workers drop what they finish for it) and forgets them.
+// Called with the pool's lock held.
+void DataLoader::cancel_jobs() {
+  for (auto& job : pool_->jobs) {
+    job->cancelled = true;
+    pool_->outstanding -= job->slots.size();
   }
-  epoch_->cv.notify_all();
-  for (auto& t : epoch_->threads) t.join();
-  epoch_.reset();
+  pool_->jobs.clear();
+}
+
+// A worker: claims the first unclaimed sample (current epoch first, then the prefetched one),
+// loads it outside the lock, and collates the batch when it finishes its last sample.
+void DataLoader::work() {
+  Pool& p = *pool_;
+  const size_t bs = static_cast<size_t>(opt_.batch_size);
+  auto claim = [&](std::shared_ptr<Job>& job, size_t& pos) {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const auto& j : p.jobs) {
+        if (j->next_claim >= j->order.size()) continue;
+        const size_t b = j->next_claim / bs;
+        if (!j->slots.count(b)) {
+          if (p.outstanding >= capacity()) return false;
+          Job::Slot& slot = j->slots[b];
+          slot.remaining = std::min(j->order.size(), (b + 1) * bs) - b * bs;
+          slot.samples.resize(slot.remaining);
+          ++p.outstanding;
+        }
+        job = j;
+        pos = j->next_claim++;
+        return true;
+      }
+      // Every sample queued is taken: go on with the next epoch (one epoch ahead at most).
+      if (!opt_.prefetch_next_epoch || p.jobs.empty() || p.jobs.size() >= 2) return false;
+      p.jobs.push_back(make_job(p.jobs.back()->epoch + 1));
+    }
+    return false;
+  };
+  std::unique_lock<std::mutex> lock(p.m);
+  for (;;) {
+    std::shared_ptr<Job> job;
+    size_t pos = 0;
+    p.cv.wait(lock, [&] { return p.shutdown || claim(job, pos); });
+    if (p.shutdown) return;
+    ++p.in_flight;
+    lock.unlock();
+    Sample sample;
+    std::exception_ptr error;
+    try {
+      sample = load_sample(job->order, job->epoch, pos);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    // Slots are only erased when delivered (after done) and map nodes never move, so the slot
+    // stays valid while this worker collates it unlocked.
+    Job::Slot& slot = job->slots[pos / bs];
+    if (!job->cancelled) {
+      slot.samples[pos % bs] = std::move(sample);
+      if (error && !slot.error) slot.error = error;
+      if (--slot.remaining == 0) {
+        if (!slot.error) {
+          std::vector<Sample> samples = std::move(slot.samples);
+          lock.unlock();
+          std::optional<Batch> batch;
+          try {
+            batch = collate(samples, opt_.float_images, opt_.pin_memory);
+          } catch (...) {
+            error = std::current_exception();
+          }
+          lock.lock();
+          slot.batch = std::move(batch);
+          if (error) slot.error = error;
+        }
+        slot.done = true;
+      }
+    }
+    --p.in_flight;
+    lock.unlock();
+    p.cv.notify_all();
+    lock.lock();
+  }
+}
+
+void DataLoader::stop() {
+  current_.reset();
+  if (!pool_) return;
+  std::unique_lock<std::mutex> lock(pool_->m);
+  cancel_jobs();
+  pool_->cv.wait(lock, [&] { return pool_->in_flight == 0; });
 }
 
 void DataLoader::start_epoch(int64_t epoch) {
-  stop();
-  sampler_.set_epoch(epoch);
-  epoch_ = std::make_unique<Epoch>();
-  Epoch& e = *epoch_;
-  e.epoch = epoch;
-  e.order = sampler_.indices();
-  e.batches = num_batches();
-  // Enough claims to keep every worker busy plus `prefetch` finished batches waiting.
-  e.capacity = static_cast<size_t>(workers_ + std::max(1, opt_.prefetch));
+  last_epoch_ = epoch;
   // Workers or the intra-op threads are the parallelism; OpenCV's own pool would oversubscribe
   // the cores (as YOLOv5).
   cv::setNumThreads(0);
-  if (workers_ == 0) return;
-  for (int w = 0; w < workers_; ++w) {
-    e.threads.emplace_back([this, &e] {
-      for (;;) {
-        size_t b;
-        {
-          std::unique_lock<std::mutex> lock(e.m);
-          e.cv.wait(lock, [&] {
-            return e.stopping || e.next_claim >= e.batches ||
-                   e.next_claim < e.next_deliver + e.capacity;
-          });
-          if (e.stopping || e.next_claim >= e.batches) return;
-          b = e.next_claim++;
-        }
-        std::optional<Batch> batch;
-        std::exception_ptr error;
-        try {
-          batch = make_batch(e, b);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        {
-          std::lock_guard<std::mutex> lock(e.m);
-          e.ready[b] = {std::move(batch), error};
-        }
-        e.cv.notify_all();
-      }
-    });
+  if (workers_ == 0) {
+    sampler_.set_epoch(epoch);
+    current_ = make_job(epoch);
+    return;
   }
+  if (!pool_) {
+    pool_ = std::make_unique<Pool>();
+    for (int w = 0; w < workers_; ++w) pool_->threads.emplace_back([this] { work(); });
+  }
+  {
+    std::lock_guard<std::mutex> lock(pool_->m);
+    sampler_.set_epoch(epoch);  // under the lock: workers copy the sampler for the next epoch
+    auto& jobs = pool_->jobs;
+    const bool prefetched = !jobs.empty() && jobs.front() != current_ &&
+                            jobs.front()->epoch == epoch && jobs.front()->delivered == 0;
+    if (!prefetched) {
+      cancel_jobs();
+      jobs.push_back(make_job(epoch));
+    }
+    current_ = jobs.front();
+  }
+  pool_->cv.notify_all();
 }
 
+void DataLoader::start_next_epoch() { start_epoch(last_epoch_ + 1); }
+
 std::optional<Batch> DataLoader::next() {
-  if (!epoch_) return std::nullopt;
-  Epoch& e = *epoch_;
+  if (!current_) return std::nullopt;
+  Job& j = *current_;
+  if (j.delivered >= j.batches) return std::nullopt;
   if (workers_ == 0) {
-    if (e.next_deliver >= e.batches) return std::nullopt;
     try {
-      return make_batch(e, e.next_deliver++);
+      return make_batch(j.order, j.epoch, j.delivered++);
     } catch (...) {
       stop();  // as with workers: an error ends the epoch
       throw;
     }
   }
-  if (e.next_deliver >= e.batches) {  // only this thread advances next_deliver
-    stop();  // join the finished workers, so the dataset may be changed (set_indices)
-    return std::nullopt;
+  Pool& p = *pool_;
+  std::unique_lock<std::mutex> lock(p.m);
+  const size_t b = j.delivered;
+  p.cv.wait(lock, [&] {
+    auto it = j.slots.find(b);
+    return it != j.slots.end() && it->second.done;
+  });
+  Job::Slot slot = std::move(j.slots.extract(b).mapped());
+  --p.outstanding;
+  if (++j.delivered == j.batches && !p.jobs.empty() && p.jobs.front() == current_) {
+    p.jobs.pop_front();  // the prefetched epoch, if any, is now first
   }
-  std::pair<std::optional<Batch>, std::exception_ptr> item;
-  {
-    std::unique_lock<std::mutex> lock(e.m);
-    e.cv.wait(lock, [&] { return e.ready.count(e.next_deliver) > 0; });
-    auto it = e.ready.find(e.next_deliver);
-    item = std::move(it->second);
-    e.ready.erase(it);
-    ++e.next_deliver;
-  }
-  e.cv.notify_all();
-  if (item.second) {
+  lock.unlock();
+  p.cv.notify_all();
+  if (slot.error) {
     stop();
-    std::rethrow_exception(item.second);
+    std::rethrow_exception(slot.error);
   }
-  return std::move(item.first);
+  return std::move(slot.batch);
 }
 
 DataPipeline create_dataloader(const std::vector<std::string>& sources, const PipelineConfig& c) {

@@ -2,6 +2,13 @@
 // Batches from a YoloDataset on worker threads, in a fixed order: the same seed gives the same
 // batches however the threads are scheduled, because each sample's randomness is seeded from
 // (seed, epoch, position, index) and batches are delivered in sampler order.
+//
+// The workers live as long as the loader (as YOLOv5's InfiniteDataLoader): they take one sample
+// at a time, so a batch's samples load on every worker at once and its first batch arrives after
+// one batch's work spread over all of them. The last worker to finish a batch's sample collates
+// it. When an epoch's samples are all taken, the workers go on with the next epoch's (unless
+// prefetch_next_epoch is off), so batches are ready when validation, checkpointing and the epoch
+// boundary are over. At most `prefetch` batches (plus those in work) wait for the consumer.
 #include <ATen/core/Tensor.h>
 
 #include <functional>
@@ -29,7 +36,10 @@ struct LoaderOptions {
   int rank = 0;
   bool shuffle = true;
   uint64_t seed = 0;
-  int prefetch = 2;  // finished batches buffered ahead of the consumer (besides those in work)
+  int prefetch = 4;  // finished batches buffered ahead of the consumer (besides those in work)
+  // Go on with the next epoch's batches when this one's are all taken. Off when the dataset's
+  // sample indices change between epochs (image weights), which must happen while no worker runs.
+  bool prefetch_next_epoch = true;
   // true: images are float32 in 0..1. false: uint8 0..255 (4x smaller; divide on the device).
   bool float_images = true;
   bool pin_memory = false;  // page-locked batches for asynchronous copies to a GPU (CUDA only)
@@ -59,12 +69,18 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Starts producing the batches of `epoch` (abandoning any unfinished epoch).
+  // Starts delivering the batches of `epoch`: those already prefetched for it are kept; any other
+  // work is abandoned. Starts the workers on first use.
   void start_epoch(int64_t epoch);
-  // The next batch of the current epoch, or nullopt at its end (the workers are joined then).
-  // A worker's exception (message naming the image) is rethrown here and ends the epoch.
+  // start_epoch(one past the last epoch started, or 0): for loaders whose epochs are all alike
+  // (validation), so that what was prefetched is used.
+  void start_next_epoch();
+  // The next batch of the current epoch, or nullopt at its end. A worker's exception (message
+  // naming the image) is rethrown here and ends the epoch.
   std::optional<Batch> next();
-  // Stops the workers of the current epoch (also done by the destructor).
+  // Abandons all queued work and waits for the samples in work, so that nothing reads the
+  // dataset until the next start_epoch (required before YoloDataset::set_indices). The workers
+  // stay.
   void stop();
 
   size_t num_batches() const;  // per epoch, this rank
@@ -73,14 +89,22 @@ class DataLoader {
   const DistributedSampler& sampler() const { return sampler_; }
 
  private:
-  struct Epoch;
-  Batch make_batch(const Epoch& e, size_t b) const;
+  struct Job;
+  struct Pool;
+  Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, size_t b) const;
+  Sample load_sample(const std::vector<int64_t>& order, int64_t epoch, size_t pos) const;
+  std::shared_ptr<Job> make_job(int64_t epoch) const;
+  void work();
+  void cancel_jobs();
+  size_t capacity() const;
 
   std::shared_ptr<const YoloDataset> dataset_;
   LoaderOptions opt_;
   DistributedSampler sampler_;
   int workers_;
-  std::unique_ptr<Epoch> epoch_;
+  int64_t last_epoch_ = -1;
+  std::shared_ptr<Job> current_;  // the epoch next() reads (no workers: also its batch counter)
+  std::unique_ptr<Pool> pool_;    // null without workers or before the first epoch
 };
 
 // YOLOv5's create_dataloader arguments.

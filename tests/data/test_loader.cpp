@@ -6,7 +6,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
+#include <thread>
 
 #include "data/image_io.h"
 #include "data/loader.h"
@@ -152,14 +154,75 @@ TEST(Dataset, RamCacheIsNotModifiedByAugmentation) {
   opt.hyp.hsv_v = 0.9;
   opt.hyp.fliplr = 1;
   opt.hyp.degrees = 0, opt.hyp.scale = 0, opt.hyp.translate = 0;
-  opt.cache = "ram";
-  YoloDataset ds({d / "images/train"}, opt);
-  const cv::Mat before = ds.load_image(0).clone();
-  for (int k = 0; k < 3; ++k) {
-    Rng rng(k);
-    ds.get(0, rng);
+  for (const char* cache : {"ram", ""}) {  // "": the bounded cache of decoded images
+    SCOPED_TRACE(cache);
+    opt.cache = cache;
+    YoloDataset ds({d / "images/train"}, opt);
+    const cv::Mat before = ds.load_image(0).clone();
+    for (int k = 0; k < 3; ++k) {
+      Rng rng(k);
+      ds.get(0, rng);
+    }
+    EXPECT_EQ(cv::norm(before, ds.load_image(0), cv::NORM_INF), 0);
   }
-  EXPECT_EQ(cv::norm(before, ds.load_image(0), cv::NORM_INF), 0);
+}
+
+TEST(Dataset, BoundedCacheDecodesEachImageOnceWithinItsBudget) {
+  TempDir d;
+  make_split(d.path(), "train", 7, 64, 48);
+  const std::vector<std::string> src = {d / "images/train"};
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(1);  // one loading thread, so no image is decoded twice at once
+  auto epochs = [&](std::shared_ptr<YoloDataset> ds) {
+    LoaderOptions o;
+    o.batch_size = 3;
+    o.workers = 0;
+    DataLoader loader(ds, o);
+    std::vector<Batch> out;
+    for (int e = 0; e < 2; ++e) {
+      loader.start_epoch(e);
+      while (auto b = loader.next()) out.push_back(std::move(*b));
+    }
+    return out;
+  };
+  auto opt = train_options(64);
+  auto cached = std::make_shared<YoloDataset>(src, opt);
+  opt.image_cache_bytes = 0;
+  auto uncached = std::make_shared<YoloDataset>(src, opt);
+  const auto a = epochs(cached), b = epochs(uncached);
+  at::set_num_threads(threads_before);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].images, b[i].images));
+  const ImageCache::Stats st = cached->image_cache_stats();
+  // Mosaics read each sample's own image and three others: 7 * 2 * 4 reads, 7 decodes.
+  EXPECT_EQ(st.misses, 7u);
+  EXPECT_EQ(st.hits, 7u * 2 * 4 - 7);
+  EXPECT_EQ(st.images, 7u);
+  EXPECT_EQ(st.bytes, 7 * 64 * 48 * 3);
+  EXPECT_EQ(uncached->image_cache_stats().images, 0u);
+  EXPECT_EQ(uncached->image_cache_stats().budget, 0);
+
+  opt.image_cache_bytes = 2 * 64 * 48 * 3 + 5;  // room for two images
+  YoloDataset small(src, opt);
+  for (size_t i = 0; i < 7; ++i) small.load_image(i);
+  EXPECT_EQ(small.image_cache_stats().images, 2u);
+  EXPECT_LE(small.image_cache_stats().bytes, opt.image_cache_bytes);
+  EXPECT_EQ(cv::norm(small.load_image(6), uncached->load_image(6), cv::NORM_INF), 0);
+}
+
+TEST(Dataset, RamCacheIsRefusedWhenTheImagesDoNotFitInMemory) {
+  TempDir d;
+  make_split(d.path(), "val", 3, 64, 48);
+  auto opt = val_options(64);
+  opt.imgsz = 1 << 20;  // 3 TB of resized images: more than any host has
+  opt.cache = "ram";
+  YoloDataset ds({d / "images/val"}, opt);
+  EXPECT_EQ(ds.ram_cache_bytes(), 0);
+  EXPECT_GT(ds.image_cache_stats().budget, 0);  // the bounded cache serves instead
+  opt.imgsz = 64;
+  YoloDataset fits({d / "images/val"}, opt);
+  EXPECT_EQ(fits.ram_cache_bytes(), 3 * 64 * 48 * 3);
+  EXPECT_EQ(fits.image_cache_stats().budget, 0);
 }
 
 TEST(Dataset, SingleClsAndImageWeights) {
@@ -463,4 +526,137 @@ TEST(Dataset, NpyRoundTripAndBadFiles) {
   }
   write_text(d / "short.npy", bytes.substr(0, bytes.size() - 5));
   EXPECT_THROW(load_npy(d / "short.npy"), std::runtime_error);
+}
+
+namespace {
+
+// Every batch of `epochs` from a loader with no workers, made afresh for each epoch: the
+// reference a persistent, prefetching loader must reproduce.
+std::vector<std::vector<Batch>> fresh_epochs(std::shared_ptr<const YoloDataset> ds, LoaderOptions o,
+                                             const std::vector<int64_t>& epochs) {
+  o.workers = 0;
+  std::vector<std::vector<Batch>> out;
+  for (int64_t e : epochs) {
+    DataLoader loader(ds, o);
+    loader.start_epoch(e);
+    out.emplace_back();
+    while (auto b = loader.next()) out.back().push_back(std::move(*b));
+  }
+  return out;
+}
+
+void expect_same(const std::vector<Batch>& a, const std::vector<Batch>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i].images, b[i].images)) << "batch " << i;
+    EXPECT_TRUE(torch::equal(a[i].targets, b[i].targets)) << "batch " << i;
+    EXPECT_EQ(a[i].paths, b[i].paths);
+  }
+}
+
+// Reads of decoded images so far: how far the workers have got.
+uint64_t image_reads(const YoloDataset& ds) {
+  const ImageCache::Stats st = ds.image_cache_stats();
+  return st.hits + st.misses;
+}
+
+bool wait_for(const std::function<bool()>& done, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(Loader, PersistentWorkersPrefetchTheNextEpochWithTheSameBatches) {
+  TempDir d;
+  make_split(d.path(), "train", 7, 64, 48);
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
+                                          train_options(64));
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.workers = 2;
+  o.seed = 5;
+  const auto want = fresh_epochs(ds, o, {0, 1, 2});
+  DataLoader loader(ds, o);
+  for (int64_t e = 0; e < 3; ++e) {
+    loader.start_epoch(e);
+    std::vector<Batch> got;
+    while (auto b = loader.next()) got.push_back(std::move(*b));
+    expect_same(got, want[e]);
+    // The consumer is away (validation, checkpoints): the workers load the next epoch meanwhile.
+    // Each mosaic reads 4 images, so this epoch and those before it took 7 * 4 each.
+    const uint64_t used = 7 * 4 * static_cast<uint64_t>(e + 1);
+    EXPECT_TRUE(wait_for([&] { return image_reads(*ds) > used; }, 10))
+        << "nothing loaded after epoch " << e;
+  }
+}
+
+TEST(Loader, NoPrefetchAcrossEpochsWhenTurnedOff) {
+  TempDir d;
+  make_split(d.path(), "train", 6, 64, 48);
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
+                                          train_options(64));
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.workers = 2;
+  o.prefetch_next_epoch = false;
+  DataLoader loader(ds, o);
+  loader.start_epoch(0);
+  while (loader.next()) {
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(image_reads(*ds), 6u * 4);  // this epoch's mosaics only
+}
+
+TEST(Loader, AnotherEpochThanThePrefetchedOneStartsAfresh) {
+  TempDir d;
+  make_split(d.path(), "train", 7, 64, 48);
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
+                                          train_options(64));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.workers = 2;
+  o.seed = 3;
+  const auto want = fresh_epochs(ds, o, {0, 5, 6});
+  DataLoader loader(ds, o);
+  loader.start_epoch(0);
+  std::vector<Batch> first;
+  first.push_back(std::move(*loader.next()));
+  loader.start_epoch(5);  // abandons epoch 0 midway and the work queued for it
+  std::vector<Batch> got;
+  while (auto b = loader.next()) got.push_back(std::move(*b));
+  expect_same(got, want[1]);
+  loader.start_next_epoch();  // 6, prefetched while epoch 5 ended
+  got.clear();
+  while (auto b = loader.next()) got.push_back(std::move(*b));
+  expect_same(got, want[2]);
+  EXPECT_TRUE(torch::equal(first[0].images, want[0][0].images));
+}
+
+TEST(Loader, StopLetsTheDatasetIndicesChange) {
+  TempDir d;
+  make_split(d.path(), "train", 6, 64, 48);
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
+                                          train_options(64));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.workers = 2;
+  DataLoader loader(ds, o);
+  loader.start_epoch(0);
+  ASSERT_TRUE(loader.next());
+  loader.stop();  // waits for the samples in work; nothing reads the dataset now
+  const uint64_t reads = image_reads(*ds);
+  ds->set_indices({5, 5, 4, 4, 3, 3});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(image_reads(*ds), reads);
+  EXPECT_FALSE(loader.next());  // stopped: no epoch until the next start
+  const auto want = fresh_epochs(ds, o, {1});
+  loader.start_epoch(1);
+  std::vector<Batch> got;
+  while (auto b = loader.next()) got.push_back(std::move(*b));
+  expect_same(got, want[0]);
 }

@@ -248,6 +248,8 @@ void build_loaders(TrainSetup& s) {
   tr.nc = s.nc;
   tr.is_rank0 = s.dist.is_rank0();
   tr.barrier = s.dist.rank0_first("train_labels");
+  // Every rank on this host keeps its own decoded images: they share the memory budget.
+  tr.image_cache_bytes = default_image_cache_bytes(s.dist.env().local_world_size);
   s.train_set = std::make_shared<YoloDataset>(data.train, tr);
   LoaderOptions tl;
   tl.batch_size = rank_batch;
@@ -257,6 +259,8 @@ void build_loaders(TrainSetup& s) {
   tl.pin_memory = s.dev.device.is_cuda();  // as YOLOv5's loader: copies overlap the GPU's work
   tl.float_images = false;  // bytes to the device (a quarter of float32's), converted there
   tl.shuffle = !opt.rect;
+  // Image weights re-draw the dataset's indices after each validation; nothing may load then.
+  tl.prefetch_next_epoch = !opt.image_weights;
   tl.seed = static_cast<uint64_t>(opt.seed);
   s.train_loader = std::make_unique<DataLoader>(s.train_set, tl);
   if (!s.dist.is_rank0()) return;  // validation runs on rank 0 only

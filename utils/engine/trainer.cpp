@@ -216,6 +216,7 @@ void Trainer::resample_images(int epoch) {
   for (int c = 0; c < nc; ++c) cw[c] *= std::pow(1 - maps_[c], 2) / nc;
   const std::vector<double> iw = image_weights(s_.train_set->labels(), nc, cw);
   Rng rng(static_cast<uint64_t>(s_.loop.seed) * 1000003 + epoch);
+  s_.train_loader->stop();  // no worker may read the indices while they change
   s_.train_set->set_indices(weighted_indices(iw, s_.train_set->size(), rng));
 }
 

@@ -75,7 +75,7 @@ class Validation {
   }
 
   void run(DataLoader& loader) {
-    loader.start_epoch(0);
+    loader.start_next_epoch();
     std::optional<ProgressBar> bar;
     if (cfg_.progress) bar.emplace(static_cast<int64_t>(loader.num_batches()));
     for (int64_t b = 1;; ++b) {
