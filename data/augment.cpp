@@ -88,14 +88,14 @@ cv::Mat resize_to_imgsz(const cv::Mat& im, int imgsz, bool augment) {
   return out;
 }
 
-LetterboxResult letterbox(const cv::Mat& im, cv::Size shape, bool auto_pad, bool scale_fill,
-                          bool scaleup, int stride) {
+LetterboxResult letterbox_plan(cv::Size in, cv::Size shape, bool auto_pad, bool scale_fill,
+                               bool scaleup, int stride) {
   LetterboxResult out;
-  double r = std::min(static_cast<double>(shape.height) / im.rows,
-                      static_cast<double>(shape.width) / im.cols);
+  double r = std::min(static_cast<double>(shape.height) / in.height,
+                      static_cast<double>(shape.width) / in.width);
   if (!scaleup) r = std::min(r, 1.0);
-  int new_w = static_cast<int>(std::lround(im.cols * r));
-  int new_h = static_cast<int>(std::lround(im.rows * r));
+  int new_w = static_cast<int>(std::lround(in.width * r));
+  int new_h = static_cast<int>(std::lround(in.height * r));
   double dw = shape.width - new_w, dh = shape.height - new_h;
   out.ratio_w = out.ratio_h = static_cast<float>(r);
   if (auto_pad) {
@@ -103,25 +103,32 @@ LetterboxResult letterbox(const cv::Mat& im, cv::Size shape, bool auto_pad, bool
   } else if (scale_fill) {
     dw = dh = 0;
     new_w = shape.width, new_h = shape.height;
-    out.ratio_w = static_cast<float>(shape.width) / im.cols;
-    out.ratio_h = static_cast<float>(shape.height) / im.rows;
+    out.ratio_w = static_cast<float>(shape.width) / in.width;
+    out.ratio_h = static_cast<float>(shape.height) / in.height;
   }
   dw /= 2, dh /= 2;
-  cv::Mat resized = im;
-  if (im.cols != new_w || im.rows != new_h) {
-    cv::resize(im, resized, cv::Size(new_w, new_h), 0, 0, cv::INTER_LINEAR);
-  }
   const int top = static_cast<int>(std::lround(dh - 0.1)),
             bottom = static_cast<int>(std::lround(dh + 0.1));
   const int left = static_cast<int>(std::lround(dw - 0.1)),
             right = static_cast<int>(std::lround(dw + 0.1));
-  if (top || bottom || left || right) {
-    cv::copyMakeBorder(resized, out.image, top, bottom, left, right, cv::BORDER_CONSTANT,
-                       cv::Scalar(114, 114, 114));
+  out.content = cv::Rect(left, top, new_w, new_h);
+  out.size = cv::Size(left + new_w + right, top + new_h + bottom);
+  out.pad_w = static_cast<float>(dw), out.pad_h = static_cast<float>(dh);
+  return out;
+}
+
+LetterboxResult letterbox(const cv::Mat& im, cv::Size shape, bool auto_pad, bool scale_fill,
+                          bool scaleup, int stride) {
+  LetterboxResult out = letterbox_plan(im.size(), shape, auto_pad, scale_fill, scaleup, stride);
+  const cv::Rect c = out.content;
+  cv::Mat resized = im;
+  if (im.size() != c.size()) cv::resize(im, resized, c.size(), 0, 0, cv::INTER_LINEAR);
+  if (out.size != c.size()) {
+    cv::copyMakeBorder(resized, out.image, c.y, out.size.height - c.br().y, c.x,
+                       out.size.width - c.br().x, cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
   } else {
     out.image = resized;
   }
-  out.pad_w = static_cast<float>(dw), out.pad_h = static_cast<float>(dh);
   return out;
 }
 
@@ -134,73 +141,85 @@ bool box_candidate(const PixelBox& before, const PixelBox& after, float wh_thr, 
   return w2 > wh_thr && h2 > wh_thr && w2 * h2 / (w1 * h1 + eps) > area_thr && ar < ar_thr;
 }
 
-cv::Mat random_perspective(const cv::Mat& im, PixelBoxes& boxes, const AugmentHyp& hyp, Rng& rng,
-                           int border) {
-  const int height = im.rows + border * 2, width = im.cols + border * 2;
+WarpParams draw_warp(cv::Size in, const AugmentHyp& hyp, Rng& rng, int border) {
+  WarpParams w;
+  w.size = cv::Size(in.width + border * 2, in.height + border * 2);
   cv::Matx33d C = cv::Matx33d::eye(), P = cv::Matx33d::eye(), R = cv::Matx33d::eye(),
               S = cv::Matx33d::eye(), T = cv::Matx33d::eye();
-  C(0, 2) = -im.cols / 2.0;  // centre the image on the origin
-  C(1, 2) = -im.rows / 2.0;
+  C(0, 2) = -in.width / 2.0;  // centre the image on the origin
+  C(1, 2) = -in.height / 2.0;
   P(2, 0) = uniform(rng, -hyp.perspective, hyp.perspective);
   P(2, 1) = uniform(rng, -hyp.perspective, hyp.perspective);
   const double a = uniform(rng, -hyp.degrees, hyp.degrees);
-  const double s = uniform(rng, 1 - hyp.scale, 1 + hyp.scale);
-  const cv::Mat rot = cv::getRotationMatrix2D(cv::Point2f(0, 0), a, s);
+  w.scale = uniform(rng, 1 - hyp.scale, 1 + hyp.scale);
+  const cv::Mat rot = cv::getRotationMatrix2D(cv::Point2f(0, 0), a, w.scale);
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 3; ++j) R(i, j) = rot.at<double>(i, j);
   }
   S(0, 1) = std::tan(uniform(rng, -hyp.shear, hyp.shear) * CV_PI / 180);
   S(1, 0) = std::tan(uniform(rng, -hyp.shear, hyp.shear) * CV_PI / 180);
-  T(0, 2) = uniform(rng, 0.5 - hyp.translate, 0.5 + hyp.translate) * width;
-  T(1, 2) = uniform(rng, 0.5 - hyp.translate, 0.5 + hyp.translate) * height;
-  const cv::Matx33d M = T * S * R * P * C;  // right to left: centre first
+  T(0, 2) = uniform(rng, 0.5 - hyp.translate, 0.5 + hyp.translate) * w.size.width;
+  T(1, 2) = uniform(rng, 0.5 - hyp.translate, 0.5 + hyp.translate) * w.size.height;
+  w.M = T * S * R * P * C;  // right to left: centre first
+  w.perspective = hyp.perspective != 0;
+  w.applied = border != 0 || w.M != cv::Matx33d::eye();
+  return w;
+}
 
+cv::Mat render_warp(const cv::Mat& im, const WarpParams& w) {
+  if (!w.applied) return im;
   cv::Mat out;
-  if (border != 0 || M != cv::Matx33d::eye()) {
-    if (hyp.perspective) {
-      cv::warpPerspective(im, out, cv::Mat(M), cv::Size(width, height), cv::INTER_LINEAR,
-                          cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
-    } else {
-      const cv::Matx23d A(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2));
-      cv::warpAffine(im, out, cv::Mat(A), cv::Size(width, height), cv::INTER_LINEAR,
-                     cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
-    }
+  if (w.perspective) {
+    cv::warpPerspective(im, out, cv::Mat(w.M), w.size, cv::INTER_LINEAR, cv::BORDER_CONSTANT,
+                        cv::Scalar(114, 114, 114));
   } else {
-    out = im;
+    const cv::Matx23d A(w.M(0, 0), w.M(0, 1), w.M(0, 2), w.M(1, 0), w.M(1, 1), w.M(1, 2));
+    cv::warpAffine(im, out, cv::Mat(A), w.size, cv::INTER_LINEAR, cv::BORDER_CONSTANT,
+                   cv::Scalar(114, 114, 114));
   }
+  return out;
+}
 
+void warp_boxes(const WarpParams& w, PixelBoxes& boxes) {
+  const double width = w.size.width, height = w.size.height;
+  const float s = static_cast<float>(w.scale);
   PixelBoxes kept;
   kept.reserve(boxes.size());
   for (const auto& b : boxes) {
     const double xs[4] = {b.x1, b.x2, b.x1, b.x2}, ys[4] = {b.y1, b.y2, b.y2, b.y1};
     double x1 = 1e30, y1 = 1e30, x2 = -1e30, y2 = -1e30;
     for (int k = 0; k < 4; ++k) {
-      const cv::Vec3d p = M * cv::Vec3d(xs[k], ys[k], 1);
-      const double x = hyp.perspective ? p[0] / p[2] : p[0];
-      const double y = hyp.perspective ? p[1] / p[2] : p[1];
+      const cv::Vec3d p = w.M * cv::Vec3d(xs[k], ys[k], 1);
+      const double x = w.perspective ? p[0] / p[2] : p[0];
+      const double y = w.perspective ? p[1] / p[2] : p[1];
       x1 = std::min(x1, x), x2 = std::max(x2, x), y1 = std::min(y1, y), y2 = std::max(y2, y);
     }
-    PixelBox nb{b.cls, static_cast<float>(std::clamp(x1, 0.0, double(width))),
-                static_cast<float>(std::clamp(y1, 0.0, double(height))),
-                static_cast<float>(std::clamp(x2, 0.0, double(width))),
-                static_cast<float>(std::clamp(y2, 0.0, double(height)))};
-    const PixelBox scaled{b.cls, b.x1 * float(s), b.y1 * float(s), b.x2 * float(s),
-                          b.y2 * float(s)};
+    PixelBox nb{b.cls, static_cast<float>(std::clamp(x1, 0.0, width)),
+                static_cast<float>(std::clamp(y1, 0.0, height)),
+                static_cast<float>(std::clamp(x2, 0.0, width)),
+                static_cast<float>(std::clamp(y2, 0.0, height))};
+    const PixelBox scaled{b.cls, b.x1 * s, b.y1 * s, b.x2 * s, b.y2 * s};
     if (box_candidate(scaled, nb)) kept.push_back(nb);
   }
   boxes = std::move(kept);
-  return out;
 }
 
-cv::Mat mosaic4(const std::array<cv::Mat, 4>& images, const std::array<const Labels*, 4>& labels,
-                int s, Rng& rng, PixelBoxes& boxes) {
+cv::Mat random_perspective(const cv::Mat& im, PixelBoxes& boxes, const AugmentHyp& hyp, Rng& rng,
+                           int border, WarpParams* drawn) {
+  const WarpParams w = draw_warp(im.size(), hyp, rng, border);
+  warp_boxes(w, boxes);
+  if (drawn) *drawn = w;
+  return render_warp(im, w);
+}
+
+CanvasLayout place_mosaic(const std::array<cv::Size, 4>& sizes, int s, Rng& rng) {
   const int border = -s / 2;
   const int yc = static_cast<int>(uniform(rng, -border, 2 * s + border));
   const int xc = static_cast<int>(uniform(rng, -border, 2 * s + border));
-  cv::Mat canvas(2 * s, 2 * s, images[0].type(), cv::Scalar(114, 114, 114));
-  boxes.clear();
+  CanvasLayout layout;
+  layout.size = cv::Size(2 * s, 2 * s);
   for (int i = 0; i < 4; ++i) {
-    const int h = images[i].rows, w = images[i].cols;
+    const int h = sizes[i].height, w = sizes[i].width;
     int x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b;
     if (i == 0) {  // top left
       x1a = std::max(xc - w, 0), y1a = std::max(yc - h, 0), x2a = xc, y2a = yc;
@@ -215,58 +234,132 @@ cv::Mat mosaic4(const std::array<cv::Mat, 4>& images, const std::array<const Lab
       x1a = xc, y1a = yc, x2a = std::min(xc + w, 2 * s), y2a = std::min(2 * s, yc + h);
       x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
     }
-    if (x2a > x1a && y2a > y1a) {
-      images[i](cv::Rect(x1b, y1b, x2b - x1b, y2b - y1b))
-          .copyTo(canvas(cv::Rect(x1a, y1a, x2a - x1a, y2a - y1a)));
-    }
-    const float padw = static_cast<float>(x1a - x1b), padh = static_cast<float>(y1a - y1b);
-    for (const auto& b : to_pixel_boxes(*labels[i], w, h, padw, padh)) boxes.push_back(b);
+    layout.tiles.push_back(
+        {cv::Rect(x1b, y1b, x2b - x1b, y2b - y1b), cv::Rect(x1a, y1a, x2a - x1a, y2a - y1a)});
   }
-  const float lim = 2.0f * s;
+  return layout;
+}
+
+PixelBoxes mosaic_boxes(const CanvasLayout& layout, const std::array<cv::Size, 4>& sizes,
+                        const std::array<const Labels*, 4>& labels) {
+  PixelBoxes boxes;
+  for (int i = 0; i < 4; ++i) {
+    const auto& t = layout.tiles[i];
+    const float padw = static_cast<float>(t.dst.x - t.src.x),
+                padh = static_cast<float>(t.dst.y - t.src.y);
+    for (const auto& b : to_pixel_boxes(*labels[i], sizes[i].width, sizes[i].height, padw, padh)) {
+      boxes.push_back(b);
+    }
+  }
+  const float lim = static_cast<float>(layout.size.width);
   for (auto& b : boxes) {
     b.x1 = std::clamp(b.x1, 0.f, lim), b.x2 = std::clamp(b.x2, 0.f, lim);
     b.y1 = std::clamp(b.y1, 0.f, lim), b.y2 = std::clamp(b.y2, 0.f, lim);
   }
+  return boxes;
+}
+
+cv::Mat render_layout(const std::vector<cv::Mat>& sources, const CanvasLayout& layout) {
+  if (layout.tiles.size() == 1 && layout.tiles[0].dst == cv::Rect(cv::Point(), layout.size) &&
+      layout.tiles[0].src == cv::Rect(cv::Point(), sources[0].size())) {
+    return sources[0];
+  }
+  cv::Mat canvas(layout.size, sources[0].type(), cv::Scalar(114, 114, 114));
+  for (size_t i = 0; i < layout.tiles.size(); ++i) {
+    const auto& t = layout.tiles[i];
+    if (!t.dst.empty()) sources[i](t.src).copyTo(canvas(t.dst));
+  }
   return canvas;
 }
 
-cv::Mat mixup(const cv::Mat& a, PixelBoxes& boxes_a, const cv::Mat& b, const PixelBoxes& boxes_b,
-              Rng& rng) {
+cv::Mat render_canvas(const CanvasRecipe& recipe) {
+  const cv::Mat placed = render_layout(recipe.sources, recipe.layout);
+  const cv::Mat out = render_warp(placed, recipe.warp);
+  return out.datastart == recipe.sources[0].datastart ? out.clone() : out;
+}
+
+cv::Mat mosaic4(const std::array<cv::Mat, 4>& images, const std::array<const Labels*, 4>& labels,
+                int s, Rng& rng, PixelBoxes& boxes, CanvasLayout* drawn) {
+  std::array<cv::Size, 4> sizes;
+  for (int i = 0; i < 4; ++i) sizes[i] = images[i].size();
+  const CanvasLayout layout = place_mosaic(sizes, s, rng);
+  boxes = mosaic_boxes(layout, sizes, labels);
+  if (drawn) *drawn = layout;
+  return render_layout({images.begin(), images.end()}, layout);
+}
+
+double draw_mixup_ratio(Rng& rng) {
   // Beta(32, 32) from two gammas.
   std::gamma_distribution<double> g(32.0, 1.0);
   const double x = g(rng), y = g(rng);
-  const double r = x / (x + y);
+  return x / (x + y);
+}
+
+cv::Mat blend(const cv::Mat& a, const cv::Mat& b, double r) {
   cv::Mat out;
   cv::addWeighted(a, r, b, 1 - r, 0, out);
-  boxes_a.insert(boxes_a.end(), boxes_b.begin(), boxes_b.end());
   return out;
 }
 
-void augment_hsv(cv::Mat& im, double hgain, double sgain, double vgain, Rng& rng) {
-  if (hgain == 0 && sgain == 0 && vgain == 0) return;
-  const double r[3] = {uniform(rng, -1, 1) * hgain + 1, uniform(rng, -1, 1) * sgain + 1,
-                       uniform(rng, -1, 1) * vgain + 1};
+cv::Mat mixup(const cv::Mat& a, PixelBoxes& boxes_a, const cv::Mat& b, const PixelBoxes& boxes_b,
+              Rng& rng, double* ratio) {
+  const double r = draw_mixup_ratio(rng);
+  if (ratio) *ratio = r;
+  boxes_a.insert(boxes_a.end(), boxes_b.begin(), boxes_b.end());
+  return blend(a, b, r);
+}
+
+HsvGains draw_hsv(double hgain, double sgain, double vgain, Rng& rng) {
+  HsvGains g;
+  if (hgain == 0 && sgain == 0 && vgain == 0) return g;
+  g.h = uniform(rng, -1, 1) * hgain + 1;
+  g.s = uniform(rng, -1, 1) * sgain + 1;
+  g.v = uniform(rng, -1, 1) * vgain + 1;
+  g.applied = true;
+  return g;
+}
+
+cv::Mat hsv_lut(const HsvGains& g) {
   cv::Mat lut(1, 256, CV_8UC3);
   for (int x = 0; x < 256; ++x) {
     lut.at<cv::Vec3b>(0, x) =
-        cv::Vec3b(static_cast<uchar>(static_cast<int>(std::fmod(x * r[0], 180.0))),
-                  static_cast<uchar>(std::clamp(x * r[1], 0.0, 255.0)),
-                  static_cast<uchar>(std::clamp(x * r[2], 0.0, 255.0)));
+        cv::Vec3b(static_cast<uchar>(static_cast<int>(std::fmod(x * g.h, 180.0))),
+                  static_cast<uchar>(std::clamp(x * g.s, 0.0, 255.0)),
+                  static_cast<uchar>(std::clamp(x * g.v, 0.0, 255.0)));
   }
+  return lut;
+}
+
+void apply_hsv(cv::Mat& im, const HsvGains& g) {
+  if (!g.applied) return;
   cv::Mat hsv;
   cv::cvtColor(im, hsv, cv::COLOR_BGR2HSV);
-  cv::LUT(hsv, lut, hsv);
+  cv::LUT(hsv, hsv_lut(g), hsv);
   cv::cvtColor(hsv, im, cv::COLOR_HSV2BGR);
+}
+
+void augment_hsv(cv::Mat& im, double hgain, double sgain, double vgain, Rng& rng, HsvGains* drawn) {
+  const HsvGains g = draw_hsv(hgain, sgain, vgain, rng);
+  if (drawn) *drawn = g;
+  apply_hsv(im, g);
+}
+
+void flip_labels_lr(Labels& labels) {
+  for (auto& l : labels) l.cx = 1 - l.cx;
+}
+
+void flip_labels_ud(Labels& labels) {
+  for (auto& l : labels) l.cy = 1 - l.cy;
 }
 
 void flip_lr(cv::Mat& im, Labels& labels) {
   cv::flip(im, im, 1);
-  for (auto& l : labels) l.cx = 1 - l.cx;
+  flip_labels_lr(labels);
 }
 
 void flip_ud(cv::Mat& im, Labels& labels) {
   cv::flip(im, im, 0);
-  for (auto& l : labels) l.cy = 1 - l.cy;
+  flip_labels_ud(labels);
 }
 
 }  // namespace yolo

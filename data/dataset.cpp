@@ -8,6 +8,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <thread>
 
@@ -224,66 +225,128 @@ Sample YoloDataset::get(size_t index, Rng& rng) const {
   }
 }
 
+SampleRecipe YoloDataset::get_recipe(size_t index, Rng& rng) const {
+  if (index >= indices_.size()) {
+    throw std::out_of_range("dataset index " + std::to_string(index) + " >= size " +
+                            std::to_string(indices_.size()));
+  }
+  try {
+    return recipe_unchecked(indices_[index], rng);
+  } catch (const std::exception& e) {
+    const std::string& path = files_[indices_[index]];
+    const std::string what = e.what();
+    if (what.find(path) != std::string::npos) throw;
+    throw std::runtime_error(path + ": " + what);
+  }
+}
+
+// The OpenCV rendering of a recipe: what get() returns.
 Sample YoloDataset::get_unchecked(size_t idx, Rng& rng) const {
-  const AugmentHyp& hyp = opt_.hyp;
+  SampleRecipe r = recipe_unchecked(idx, rng);
   Sample out;
+  cv::Mat img = render_canvas(r.canvas);
+  if (r.mixup) img = blend(img, render_canvas(*r.mixup), r.mixup_ratio);
+  apply_hsv(img, r.hsv);
+  if (r.flip_ud) cv::flip(img, img, 0);
+  if (r.flip_lr) cv::flip(img, img, 1);
+  out.image = std::move(img);
+  out.labels = std::move(r.labels);
+  out.path = std::move(r.path);
+  out.shape = r.shape;
+  return out;
+}
+
+// Every draw of a sample, in YOLOv5's order: mosaic or not, the mosaic's images, centre and warp,
+// mixup (its own mosaic and ratio), then HSV gains and flips.
+SampleRecipe YoloDataset::recipe_unchecked(size_t idx, Rng& rng) const {
+  const AugmentHyp& hyp = opt_.hyp;
+  SampleRecipe out;
   out.path = files_[idx];
-  cv::Mat img;
   PixelBoxes boxes;
   const bool mosaic = opt_.augment && !opt_.rect && uniform(rng, 0, 1) < hyp.mosaic;
   if (mosaic) {
-    auto load_mosaic = [&](size_t first, PixelBoxes& mboxes) {
-      std::array<size_t, 4> ids = {first, 0, 0, 0};
-      for (int k = 1; k < 4; ++k) {
-        ids[k] = indices_[static_cast<size_t>(uniform(rng, 0, double(indices_.size())))];
-      }
-      for (int k = 3; k > 0; --k) {  // Fisher-Yates, as random.shuffle
-        std::swap(ids[k], ids[static_cast<size_t>(uniform(rng, 0, k + 1))]);
-      }
-      std::array<cv::Mat, 4> ims;
-      std::array<const Labels*, 4> lbs;
-      for (int k = 0; k < 4; ++k) {
-        ims[k] = load_image(ids[k]);
-        lbs[k] = &labels_[ids[k]];
-      }
-      const cv::Mat canvas = mosaic4(ims, lbs, opt_.imgsz, rng, mboxes);
-      // copy_paste needs segment polygons; box-only labels leave it a no-op as in YOLOv5.
-      return random_perspective(canvas, mboxes, hyp, rng, -opt_.imgsz / 2);
-    };
-    img = load_mosaic(idx, boxes);
+    out.canvas = mosaic_recipe(idx, rng, boxes);
     if (uniform(rng, 0, 1) < hyp.mixup) {
       PixelBoxes other_boxes;
-      const cv::Mat other =
-          load_mosaic(static_cast<size_t>(uniform(rng, 0, double(files_.size()))), other_boxes);
-      img = mixup(img, boxes, other, other_boxes, rng);
+      out.mixup = mosaic_recipe(static_cast<size_t>(uniform(rng, 0, double(files_.size()))), rng,
+                                other_boxes);
+      out.mixup_ratio = draw_mixup_ratio(rng);
+      boxes.insert(boxes.end(), other_boxes.begin(), other_boxes.end());
     }
   } else {
-    const cv::Mat im = load_image(idx);
-    const cv::Size shape =
-        opt_.rect ? batch_shapes_[idx / opt_.batch_size] : cv::Size(opt_.imgsz, opt_.imgsz);
-    LetterboxResult lb = letterbox(im, shape, false, false, opt_.augment, opt_.stride);
-    const cv::Size orig = sizes_[idx];
-    out.shape = {orig.height,
-                 orig.width,
-                 float(im.rows) / orig.height * lb.ratio_h,
-                 float(im.cols) / orig.width * lb.ratio_w,
-                 lb.pad_w,
-                 lb.pad_h,
-                 true};
-    boxes = to_pixel_boxes(labels_[idx], lb.ratio_w * im.cols, lb.ratio_h * im.rows, lb.pad_w,
-                           lb.pad_h);
-    img = lb.image;
-    if (opt_.augment) img = random_perspective(img, boxes, hyp, rng, 0);
-    if (img.datastart == im.datastart) img = img.clone();  // never modify a cached image
+    out.canvas = letterbox_recipe(idx, rng, boxes, out.shape);
   }
-  out.labels = to_labels(boxes, float(img.cols), float(img.rows));
+  const cv::Size size = out.canvas.warp.size;
+  out.labels = to_labels(boxes, float(size.width), float(size.height));
   if (opt_.augment) {
-    augment_hsv(img, hyp.hsv_h, hyp.hsv_s, hyp.hsv_v, rng);
-    if (uniform(rng, 0, 1) < hyp.flipud) flip_ud(img, out.labels);
-    if (uniform(rng, 0, 1) < hyp.fliplr) flip_lr(img, out.labels);
+    out.hsv = draw_hsv(hyp.hsv_h, hyp.hsv_s, hyp.hsv_v, rng);
+    out.flip_ud = uniform(rng, 0, 1) < hyp.flipud;
+    if (out.flip_ud) flip_labels_ud(out.labels);
+    out.flip_lr = uniform(rng, 0, 1) < hyp.fliplr;
+    if (out.flip_lr) flip_labels_lr(out.labels);
   }
-  out.image = std::move(img);
   return out;
+}
+
+// YOLOv5's load_mosaic: image `first` and 3 random others around a random centre, then warped
+// (copy_paste needs segment polygons; box-only labels leave it a no-op as in YOLOv5).
+CanvasRecipe YoloDataset::mosaic_recipe(size_t first, Rng& rng, PixelBoxes& boxes) const {
+  std::array<size_t, 4> ids = {first, 0, 0, 0};
+  for (int k = 1; k < 4; ++k) {
+    ids[k] = indices_[static_cast<size_t>(uniform(rng, 0, double(indices_.size())))];
+  }
+  for (int k = 3; k > 0; --k) {  // Fisher-Yates, as random.shuffle
+    std::swap(ids[k], ids[static_cast<size_t>(uniform(rng, 0, k + 1))]);
+  }
+  CanvasRecipe c;
+  std::array<cv::Size, 4> sizes;
+  std::array<const Labels*, 4> lbs;
+  for (int k = 0; k < 4; ++k) {
+    c.sources.push_back(load_image(ids[k]));
+    sizes[k] = c.sources[k].size();
+    lbs[k] = &labels_[ids[k]];
+  }
+  c.layout = place_mosaic(sizes, opt_.imgsz, rng);
+  boxes = mosaic_boxes(c.layout, sizes, lbs);
+  c.warp = draw_warp(c.layout.size, opt_.hyp, rng, -opt_.imgsz / 2);
+  warp_boxes(c.warp, boxes);
+  return c;
+}
+
+// The image letterboxed to its rect batch shape or imgsz square; warped when augmenting.
+CanvasRecipe YoloDataset::letterbox_recipe(size_t idx, Rng& rng, PixelBoxes& boxes,
+                                           ShapeInfo& shape) const {
+  const cv::Mat im = load_image(idx);
+  const cv::Size target =
+      opt_.rect ? batch_shapes_[idx / opt_.batch_size] : cv::Size(opt_.imgsz, opt_.imgsz);
+  const LetterboxResult lb =
+      letterbox_plan(im.size(), target, false, false, opt_.augment, opt_.stride);
+  const cv::Size orig = sizes_[idx];
+  shape = {orig.height,
+           orig.width,
+           float(im.rows) / orig.height * lb.ratio_h,
+           float(im.cols) / orig.width * lb.ratio_w,
+           lb.pad_w,
+           lb.pad_h,
+           true};
+  boxes =
+      to_pixel_boxes(labels_[idx], lb.ratio_w * im.cols, lb.ratio_h * im.rows, lb.pad_w, lb.pad_h);
+  CanvasRecipe c;
+  c.sources.push_back(im);
+  if (im.size() != lb.content.size()) {  // rare (load_image scaled to imgsz), as letterbox()
+    cv::Mat resized;
+    cv::resize(im, resized, lb.content.size(), 0, 0, cv::INTER_LINEAR);
+    c.sources[0] = resized;
+  }
+  c.layout.size = lb.size;
+  c.layout.tiles.push_back({cv::Rect(cv::Point(), lb.content.size()), lb.content});
+  if (opt_.augment) {
+    c.warp = draw_warp(lb.size, opt_.hyp, rng, 0);
+    warp_boxes(c.warp, boxes);
+  } else {
+    c.warp.size = lb.size;
+  }
+  return c;
 }
 
 void YoloDataset::set_indices(std::vector<size_t> indices) {

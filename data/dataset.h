@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <opencv2/core.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,19 @@ struct Sample {
   ShapeInfo shape;
 };
 
+// A sample as get() draws it, without its pixels: the source images and every transform's
+// parameters (what get() renders with OpenCV; data/device_augment renders it as tensor ops).
+struct SampleRecipe {
+  CanvasRecipe canvas;
+  std::optional<CanvasRecipe> mixup;  // blended in: canvas * mixup_ratio + mixup * (1 - ratio)
+  double mixup_ratio = 1;
+  HsvGains hsv;
+  bool flip_ud = false, flip_lr = false;  // applied in this order, after HSV
+  Labels labels;                          // final: equal to get()'s
+  std::string path;
+  ShapeInfo shape;
+};
+
 class YoloDataset {
  public:
   // Lists images from `sources` (see list_image_files), loads checked labels through the label
@@ -84,11 +98,18 @@ class YoloDataset {
   void set_indices(std::vector<size_t> indices);
   const std::vector<size_t>& indices() const { return indices_; }
 
+  // get() without the pixels: the same draws from `rng` in the same order, the same labels, and
+  // the source images loaded (through load_image). Exceptions carry the image path.
+  SampleRecipe get_recipe(size_t index, Rng& rng) const;
+
  private:
   void make_rect_shapes();
   void cache_images();
   int64_t ram_cache_required() const;
   Sample get_unchecked(size_t index, Rng& rng) const;
+  SampleRecipe recipe_unchecked(size_t index, Rng& rng) const;
+  CanvasRecipe mosaic_recipe(size_t first, Rng& rng, PixelBoxes& boxes) const;
+  CanvasRecipe letterbox_recipe(size_t index, Rng& rng, PixelBoxes& boxes, ShapeInfo& shape) const;
 
   DatasetOptions opt_;
   std::vector<std::string> files_;

@@ -100,10 +100,21 @@ at::Tensor images_to_device(const at::Tensor& images, const c10::Device& device)
   return x;
 }
 
+at::Tensor batch_images_to_device(const Batch& batch, const c10::Device& device) {
+  return batch.recipes ? render_batch(*batch.recipes, device)
+                       : images_to_device(batch.images, device);
+}
+
+// One loaded sample: its pixels, or with LoaderOptions::recipes what makes them.
+struct DataLoader::Item {
+  Sample sample;
+  SampleRecipe recipe;
+};
+
 // One epoch of this rank: its sample order and the batches in work or ready.
 struct DataLoader::Job {
   struct Slot {
-    std::vector<Sample> samples;
+    std::vector<Item> samples;
     size_t remaining = 0;  // samples not yet loaded
     std::exception_ptr error;
     std::optional<Batch> batch;
@@ -174,22 +185,46 @@ std::shared_ptr<DataLoader::Job> DataLoader::make_job(int64_t epoch) const {
   return job;
 }
 
-Sample DataLoader::load_sample(const std::vector<int64_t>& order, int64_t epoch,
-                               size_t pos) const {
+DataLoader::Item DataLoader::load_item(const std::vector<int64_t>& order, int64_t epoch,
+                                       size_t pos) const {
   const int64_t idx = order[pos];
   // Global position (pos * world + rank) so ranks never share a random stream.
   const size_t global_pos = pos * static_cast<size_t>(opt_.world_size) + opt_.rank;
   Rng rng(sample_seed(opt_.seed, epoch, global_pos, idx));
-  return dataset_->get(static_cast<size_t>(idx), rng);
+  Item item;
+  if (opt_.recipes) {
+    item.recipe = dataset_->get_recipe(static_cast<size_t>(idx), rng);
+  } else {
+    item.sample = dataset_->get(static_cast<size_t>(idx), rng);
+  }
+  return item;
+}
+
+Batch DataLoader::collate_items(std::vector<Item>& items) const {
+  if (!opt_.recipes) {
+    std::vector<Sample> samples;
+    samples.reserve(items.size());
+    for (auto& it : items) samples.push_back(std::move(it.sample));
+    return collate(samples, opt_.float_images, opt_.pin_memory);
+  }
+  std::vector<SampleRecipe> recipes;
+  recipes.reserve(items.size());
+  for (auto& it : items) recipes.push_back(std::move(it.recipe));
+  Batch out;
+  out.recipes = std::make_shared<RecipeBatch>(collate_recipes(recipes, opt_.pin_memory));
+  out.targets = out.recipes->targets;
+  out.paths = out.recipes->paths;
+  out.shapes = out.recipes->shapes;
+  return out;
 }
 
 // Without workers: the batch's samples load in the consumer's step.
 Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, size_t b) const {
   const size_t bs = static_cast<size_t>(opt_.batch_size);
   const size_t begin = b * bs, end = std::min(order.size(), begin + bs);
-  std::vector<Sample> samples(end - begin);
+  std::vector<Item> samples(end - begin);
   auto load = [&](int64_t from, int64_t to) {
-    for (int64_t k = from; k < to; ++k) samples[k] = load_sample(order, epoch, begin + k);
+    for (int64_t k = from; k < to; ++k) samples[k] = load_item(order, epoch, begin + k);
   };
   const auto n = static_cast<int64_t>(samples.size());
   const int64_t helpers = std::min<int64_t>(n, at::get_num_threads()) - 1;
@@ -216,7 +251,7 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, s
   } else {
     load(0, n);
   }
-  return collate(samples, opt_.float_images, opt_.pin_memory);
+  return collate_items(samples);
 }
 
 // Marks every queued job abandoned (workers drop what they finish for it) and forgets them.
@@ -264,10 +299,10 @@ void DataLoader::work() {
     if (p.shutdown) return;
     ++p.in_flight;
     lock.unlock();
-    Sample sample;
+    Item sample;
     std::exception_ptr error;
     try {
-      sample = load_sample(job->order, job->epoch, pos);
+      sample = load_item(job->order, job->epoch, pos);
     } catch (...) {
       error = std::current_exception();
     }
@@ -280,11 +315,11 @@ void DataLoader::work() {
       if (error && !slot.error) slot.error = error;
       if (--slot.remaining == 0) {
         if (!slot.error) {
-          std::vector<Sample> samples = std::move(slot.samples);
+          std::vector<Item> samples = std::move(slot.samples);
           lock.unlock();
           std::optional<Batch> batch;
           try {
-            batch = collate(samples, opt_.float_images, opt_.pin_memory);
+            batch = collate_items(samples);
           } catch (...) {
             error = std::current_exception();
           }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/device_augment.h"
 #include "data/sampler.h"
 
 namespace yolo {
@@ -27,6 +28,9 @@ struct Batch {
   at::Tensor targets;  // (n, 6): image index in batch, class, cx, cy, w, h (normalised)
   std::vector<std::string> paths;
   std::vector<ShapeInfo> shapes;  // to map boxes back to the originals (invalid for mosaics)
+  // With LoaderOptions::recipes: the decoded sources and transforms, rendered on the device by
+  // batch_images_to_device (`images` is then undefined).
+  std::shared_ptr<RecipeBatch> recipes;
 };
 
 struct LoaderOptions {
@@ -43,6 +47,9 @@ struct LoaderOptions {
   // true: images are float32 in 0..1. false: uint8 0..255 (4x smaller; divide on the device).
   bool float_images = true;
   bool pin_memory = false;  // page-locked batches for asynchronous copies to a GPU (CUDA only)
+  // Batches as recipes (YoloDataset::get_recipe): workers decode and draw the transforms, the
+  // pixels are made on the device (data/device_augment).
+  bool recipes = false;
 };
 
 // YOLOv5's worker count: min(hardware threads / world, batch_size (0 when batch is 1), workers).
@@ -58,6 +65,10 @@ Batch collate(std::vector<Sample>& samples, bool float_images = true, bool pin_m
 // bytes (asynchronously from pinned memory) and are converted there, as x * (1/255) in float:
 // bit for bit what collate's float_images conversion gives. float32 batches are only moved.
 at::Tensor images_to_device(const at::Tensor& images, const c10::Device& device);
+
+// The batch's images on `device` as float32 in 0..1: rendered there from its recipes, or
+// images_to_device of its images.
+at::Tensor batch_images_to_device(const Batch& batch, const c10::Device& device);
 
 class DataLoader {
  public:
@@ -91,8 +102,10 @@ class DataLoader {
  private:
   struct Job;
   struct Pool;
+  struct Item;
   Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, size_t b) const;
-  Sample load_sample(const std::vector<int64_t>& order, int64_t epoch, size_t pos) const;
+  Item load_item(const std::vector<int64_t>& order, int64_t epoch, size_t pos) const;
+  Batch collate_items(std::vector<Item>& items) const;
   std::shared_ptr<Job> make_job(int64_t epoch) const;
   void work();
   void cancel_jobs();

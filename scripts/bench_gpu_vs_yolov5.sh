@@ -10,7 +10,7 @@
 # Usage: scripts/bench_gpu_vs_yolov5.sh [--cpu] [--models yolov5n,yolov5s] [--epochs 5]
 #          [--imgsz 640] [--batch 64] [--workers 8] [--copies 10] [--images N] [--data DIR]
 #          [--build DIR] [--python PATH] [--wheels DIR] [--gpu-kit FILE] [--no-torchrun]
-#          [--timeout S] [--out DIR] [--work DIR]
+#          [--timeout S] [--out DIR] [--work DIR] [--augment-device cpu|cuda]
 #        scripts/bench_gpu_vs_yolov5.sh --prepare [DIR]
 #   --cpu          yolov5n, 64 px, batch 8, 2 epochs, no loader workers, on 16 generated shapes
 #                  images copied 4 times; the GPU rows say n/a.
@@ -18,6 +18,7 @@
 #                  (default: .cache/gpu-bench/coco128, else ../shared/datasets/coco128), or with
 #                  images/train holding the shapes' 3 classes.
 #   --images N     use its first N images (default: all); --copies how often each is copied.
+#   --augment-device D  passed to our train (and the torchrun run): where its augmentation runs.
 #   --build DIR    a build holding bin/train (default: --cpu build/; on CUDA build-gpu/ made with
 #                  the C++ kit when there is one (--gpu-kit), else build/ through scripts/setup.sh).
 #   --python PATH  the Python that runs YOLOv5 (default .cache/test-venv/bin/python, else python3).
@@ -51,6 +52,7 @@ usage_error() { echo "$ME: $* (see --help)" >&2; exit 2; }
 
 CPU=0 PREPARE="" MODELS="" EPOCHS="" IMGSZ="" BATCH="" WORKERS="" COPIES="" IMAGES=""
 DATA="" BUILD="" PY="" WHEELS="" GPU_KIT="" TORCHRUN_RUN=1 TIMEOUT=900 OUT_DIR="" WORK=""
+OURS_FLAGS=()
 need() { [[ $# -ge 2 && -n $2 && $2 != --* ]] || usage_error "$1 needs a value"; }
 while (($#)); do
   case "$1" in
@@ -70,6 +72,8 @@ while (($#)); do
     --wheels) need "$@"; WHEELS=$2; shift 2 ;;
     --gpu-kit) need "$@"; GPU_KIT=$2; shift 2 ;;
     --no-torchrun) TORCHRUN_RUN=0; shift ;;
+    --augment-device) need "$@"; [[ $2 == cpu || $2 == cuda ]] || usage_error "--augment-device must be cpu or cuda, not '$2'"
+      OURS_FLAGS=(--augment-device "$2"); shift 2 ;;
     --timeout) need "$@"; TIMEOUT=$2; shift 2 ;;
     --out) need "$@"; OUT_DIR=$2; shift 2 ;;
     --work) need "$@"; WORK=$2; shift 2 ;;
@@ -259,7 +263,7 @@ ours_ver=$("$TRAIN" --version | sed -n '1,2p' | paste -sd, | sed 's/,/, /')
 y5_ver=$(env "${Y5_ENV[@]}" "$PY" -c 'import yolov5, torch, sys; print(f"YOLOv5 {yolov5.__version__}, PyTorch {torch.__version__}, Python {sys.version.split()[0]}")' 2>/dev/null | tail -1)
 amp=""
 [[ $CPU == 0 ]] && amp=", AMP"
-SETTING="$IMGSZ px, batch $BATCH, $WORKERS workers$amp, $EPOCHS epochs from the YAML"
+SETTING="$IMGSZ px, batch $BATCH, $WORKERS workers$amp, $EPOCHS epochs from the YAML${OURS_FLAGS[*]:+, ours with ${OURS_FLAGS[*]}}"
 TABLE=$WORK/table.md
 {
   echo "# ours against YOLOv5, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -307,7 +311,8 @@ table_flags=()
 echo "$ME: $desc; logs in $WORK/logs" >&2
 for m in "${MODEL_LIST[@]}"; do
   ok=1
-  run_one "ours_$m" "$TRAIN" --data "$WORK/data_ours.yaml" --cfg "$m.yaml" --name "ours_$m" "${COMMON[@]}" || ok=0
+  run_one "ours_$m" "$TRAIN" --data "$WORK/data_ours.yaml" --cfg "$m.yaml" --name "ours_$m" "${COMMON[@]}" \
+    "${OURS_FLAGS[@]}" || ok=0
   run_one "yolov5_$m" env "${Y5_ENV[@]}" "$PY" "$HELPER" yolov5 --data "$WORK/data_yolov5.yaml" \
     --cfg "$m.yaml" --name "yolov5_$m" "${COMMON[@]}" || ok=0
   ddp=()
@@ -317,7 +322,7 @@ for m in "${MODEL_LIST[@]}"; do
     [[ $CPU == 0 ]] && backend=(--dist-backend nccl)
     if run_one "torchrun_$m" "$TORCHRUN" "${TR_FLAGS[@]}" --nproc_per_node=1 --master_addr=127.0.0.1 \
       --master_port="$port" "$TRAIN" --data "$WORK/data_ours.yaml" --cfg "$m.yaml" --name "torchrun_$m" \
-      "${COMMON[@]}" "${backend[@]}"; then
+      "${COMMON[@]}" "${backend[@]}" "${OURS_FLAGS[@]}"; then
       ddp=(--ddp "$(spec "torchrun_$m")" --ddp-label "$ddp_label")
     fi
   fi

@@ -268,7 +268,8 @@ auto saved_fields(const Options& o) {
                   o.cache, o.image_weights, o.device, o.multi_scale, o.single_cls, o.optimizer,
                   o.sync_bn, o.workers, o.project, o.name, o.exist_ok, o.quad, o.cos_lr,
                   o.label_smoothing, o.patience, o.freeze, o.save_period, o.seed, o.deterministic,
-                  o.memory_format, o.local_rank, o.dist_backend, o.dist_timeout, o.save_dir);
+                  o.memory_format, o.augment_device, o.local_rank, o.dist_backend, o.dist_timeout,
+                  o.save_dir);
 }
 
 std::vector<std::string> split_words(const std::string& line) {
@@ -304,7 +305,8 @@ TEST(Options, EveryFlagRoundTripsThroughOptYaml) {
       "--evolve 5 --cache disk --image-weights --device 0,1 --multi-scale --single-cls "
       "--optimizer AdamW --sync_bn --workers 3 --project p --name n --exist-ok --quad --cos-lr "
       "--label-smoothing 0.1 --patience 9 --freeze 0 1 2 --save-period 2 --seed -4 "
-      "--deterministic --memory-format contiguous --local-rank 1 --dist-backend gloo "
+      "--deterministic --memory-format contiguous --augment-device cuda --local-rank 1 "
+      "--dist-backend gloo "
       "--dist-timeout 30"));
   o.save_dir = "runs/train/exp3";
   const YAML::Node n = yolo::options_to_yaml(o), defaults = yolo::options_to_yaml(Options{});
@@ -328,8 +330,8 @@ TEST(Options, OptYamlKeysAndValueFormsAreYolov5s) {
                             "sync_bn",       "workers",       "project",     "name",
                             "exist_ok",      "quad",          "cos_lr",      "label_smoothing",
                             "patience",      "freeze",        "save_period", "seed",
-                            "deterministic", "memory_format", "local_rank",  "dist_backend",
-                            "dist_timeout",  "save_dir"}));
+                            "deterministic", "memory_format", "augment_device", "local_rank",
+                            "dist_backend",  "dist_timeout",  "save_dir"}));
   EXPECT_EQ(n["resume"].Scalar(), "false");
   EXPECT_TRUE(n["evolve"].IsNull());
   EXPECT_TRUE(n["cache"].IsNull());

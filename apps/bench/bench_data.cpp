@@ -7,6 +7,18 @@
 // The sets are generated once under --root (default: the temp folder) and reused; 50,000 images
 // 160 px wide take about 1.6 GB. Their files are then in the page cache, so the scan measures
 // decoding and checking, not disk reads.
+//
+// With --images SRC only the loader is timed, on JPEGs: SRC is a YOLO dataset folder
+// (images/<split>, labels/<split>), copied to --root/jpeg_<name> so that no label cache is written
+// into SRC (which may be read-only), or `generate` for shapes re-encoded as JPEGs 3:4 high in
+// --root/jpeg_generated_<count>_w<width>. Each cache mode (none: no decoded images kept; bounded:
+// the default cache; ram: --cache ram) runs with each --loader-workers count: the dataset's
+// construction, the first batch and the steady batches after it are reported apart.
+//   [--images SRC|generate] [--images-count 128] [--images-width 640] [--images-batch 64]
+//   [--images-batches 8] [--images-caches none,bounded,ram]   (and --loader-imgsz,
+//   --loader-workers)
+// --images-batches 0 only prepares the folder and its label cache.
+#include <ATen/Parallel.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +32,8 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -41,7 +55,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kNc = 3;  // the shapes classes
+constexpr int kNc = 3;       // the shapes classes
+constexpr int kCocoNc = 80;  // --images: COCO's class ids (the shapes' 0-2 fit too)
+
+// What the loader keeps of decoded images: nothing, the default bounded cache, or --cache ram.
+enum class CacheMode { kNone, kBounded, kRam };
+const char* const kCacheNames[] = {"none", "bounded", "ram"};
 
 struct BenchArgs {
   std::vector<int> sizes = {1000, 10000, 50000};
@@ -49,11 +68,15 @@ struct BenchArgs {
   std::string root = (fs::temp_directory_path() / "yolo_bench_data").string();
   int width = 160, batch = 16;
   int loader_imgsz = 640, loader_batches = 40, loader_images = 1000, loader_width = 0;
+  std::string images;  // --images: a dataset folder or "generate"; empty: the shapes phases
+  int images_count = 128, images_width = 640, images_batch = 64, images_batches = 8;
+  std::vector<CacheMode> caches = {CacheMode::kNone, CacheMode::kBounded, CacheMode::kRam};
 };
 
 const char* const kFlags =
     "--sizes --width --root --batch --loader-imgsz --loader-batches --loader-workers "
-    "--loader-images --loader-width";
+    "--loader-images --loader-width --images --images-count --images-width --images-batch "
+    "--images-batches --images-caches";
 
 // The whole of `v` as an int; false when it is not one.
 bool to_int(const std::string& v, int& n) {
@@ -78,6 +101,22 @@ std::vector<int> parse_list(const std::string& flag, const std::string& v) {
     out.push_back(n);
   }
   if (out.empty()) throw yolo::UsageError(flag + ": expected at least one value");
+  return out;
+}
+
+std::vector<CacheMode> parse_caches(const std::string& flag, const std::string& v) {
+  std::vector<CacheMode> out;
+  std::stringstream ss(v);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto* end = std::end(kCacheNames);
+    const auto* it = std::find(std::begin(kCacheNames), end, item);
+    if (it == end) {
+      throw yolo::UsageError(flag + ": expected none, bounded or ram separated by commas, got '" +
+                             v + "'");
+    }
+    out.push_back(static_cast<CacheMode>(it - std::begin(kCacheNames)));
+  }
+  if (out.empty()) throw yolo::UsageError(flag + ": expected at least one cache mode");
   return out;
 }
 
@@ -111,6 +150,20 @@ void check_args(const BenchArgs& a) {
                            ")");
   }
   if (a.root.empty()) throw yolo::UsageError("--root: expected a folder");
+  if (a.images.empty()) return;
+  if (a.images != "generate" && !fs::is_directory(a.images)) {
+    throw yolo::UsageError("--images: expected a dataset folder or 'generate', got '" + a.images +
+                           "' (no such folder)");
+  }
+  if (a.images_count < 1) throw yolo::UsageError("--images-count: must be at least 1");
+  if (a.images_width < 160) {
+    throw yolo::UsageError("--images-width: must be at least 160 (pixels), got " +
+                           std::to_string(a.images_width));
+  }
+  if (a.images_batch < 1) throw yolo::UsageError("--images-batch: must be at least 1");
+  if (a.images_batches < 0) {
+    throw yolo::UsageError("--images-batches: must be at least 0 (0 only prepares the folder)");
+  }
 }
 
 BenchArgs parse_args(int argc, char** argv) {
@@ -121,11 +174,17 @@ BenchArgs parse_args(int argc, char** argv) {
                                       {"--loader-batches", &a.loader_batches},
                                       {"--loader-images", &a.loader_images},
                                       {"--loader-width", &a.loader_width}};
+  ints.insert({{"--images-count", &a.images_count},
+               {"--images-width", &a.images_width},
+               {"--images-batch", &a.images_batch},
+               {"--images-batches", &a.images_batches}});
   std::map<std::string, std::vector<int>*> lists = {{"--sizes", &a.sizes},
                                                     {"--loader-workers", &a.loader_workers}};
+  std::map<std::string, std::string*> strings = {{"--root", &a.root}, {"--images", &a.images}};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (!ints.count(flag) && !lists.count(flag) && flag != "--root") {
+    if (!ints.count(flag) && !lists.count(flag) && !strings.count(flag) &&
+        flag != "--images-caches") {
       throw yolo::UsageError("unknown flag '" + flag + "'; flags: " + kFlags);
     }
     if (i + 1 >= argc) throw yolo::UsageError(flag + ": expected a value (see the usage line)");
@@ -134,8 +193,11 @@ BenchArgs parse_args(int argc, char** argv) {
       *ints[flag] = parse_int(flag, v);
     } else if (lists.count(flag)) {
       *lists[flag] = parse_list(flag, v);
+    } else if (strings.count(flag)) {
+      if (v.empty()) throw yolo::UsageError(flag + ": expected a non-empty value");
+      *strings[flag] = v;
     } else {
-      a.root = v;
+      a.caches = parse_caches(flag, v);
     }
   }
   // By default the loader reads images about as wide as its input size, as COCO's at 640 px, so
@@ -161,7 +223,7 @@ struct Measure {
   double seconds = 0;
   long rss_before_kib = 0, peak_kib = 0;
   long count = 0;        // images (or batches' images) handled
-  double parts[4] = {};  // phase-specific extra figures
+  double parts[8] = {};  // phase-specific extra figures
   char error[512] = {};  // the child's exception, if any
 };
 
@@ -259,7 +321,7 @@ void generate(const ShapesSet& set) {
 }
 
 // The training set's options as train's build_loaders sets them (hyp.scratch-low's augmentation).
-yolo::DatasetOptions train_options(int imgsz, int batch) {
+yolo::DatasetOptions train_options(int imgsz, int batch, int nc = kNc) {
   const yolo::Hyp hyp =
       yolo::load_hyp(yolo::resolve_config("hyp.scratch-low.yaml", yolo::ConfigKind::kHyp, "--hyp"));
   std::map<std::string, double> values;
@@ -269,7 +331,7 @@ yolo::DatasetOptions train_options(int imgsz, int batch) {
   o.batch_size = batch;
   o.augment = true;
   o.hyp = yolo::AugmentHyp::from_map(values, "hyp.scratch-low.yaml");
-  o.nc = kNc;
+  o.nc = nc;
   return o;
 }
 
@@ -479,11 +541,276 @@ void bench_loader(const BenchArgs& a) {
   }
 }
 
+// --images: the loader on JPEGs.
+
+// A folder the loader reads: root/images/<split> and root/labels/<split>.
+struct JpegSet {
+  fs::path root;
+  std::string split;  // "" when the images lie in images/ itself
+  std::string images_dir() const { return (root / "images" / split).string(); }
+};
+
+size_t count_files(const fs::path& dir) {
+  size_t n = 0;
+  if (!fs::is_directory(dir)) return 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) n += e.is_regular_file() ? 1 : 0;
+  return n;
+}
+
+// The split of a dataset folder: images/<split> when images/ holds folders (train2017 or train when
+// it holds several), else "" (images/ itself).
+std::string find_split(const fs::path& src) {
+  const fs::path images = src / "images";
+  if (!fs::is_directory(images)) {
+    throw yolo::UsageError("--images: " + src.string() + " has no images/ folder");
+  }
+  std::vector<std::string> subs;
+  for (const auto& e : fs::directory_iterator(images)) {
+    if (e.is_directory()) subs.push_back(e.path().filename().string());
+  }
+  if (subs.empty()) return "";
+  if (subs.size() == 1) return subs[0];
+  for (const char* name : {"train2017", "train"}) {
+    if (std::find(subs.begin(), subs.end(), name) != subs.end()) return name;
+  }
+  throw yolo::UsageError("--images: " + images.string() +
+                         " holds several splits and none is train2017 or train");
+}
+
+// Copies the files under `from` into `to`, writable: a read-only source's modes would make the
+// copy impossible to replace or delete later.
+void copy_tree(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& e : fs::recursive_directory_iterator(from)) {
+    const fs::path dest = to / fs::relative(e.path(), from);
+    if (e.is_directory()) {
+      fs::create_directories(dest);
+    } else if (e.is_regular_file()) {
+      fs::copy_file(e.path(), dest, fs::copy_options::overwrite_existing);
+      fs::permissions(dest, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+    }
+  }
+}
+
+// SRC's split copied to root/jpeg_<name>, since both our loader and YOLOv5's write a label cache
+// beside the labels; a copy with as many files is reused.
+JpegSet copied_set(const BenchArgs& a) {
+  const fs::path src = fs::weakly_canonical(a.images);
+  const std::string split = find_split(src);
+  const fs::path src_images = src / "images" / split, src_labels = src / "labels" / split;
+  if (!fs::is_directory(src_labels)) {
+    throw yolo::UsageError("--images: " + src.string() + " has no labels/" + split + " folder");
+  }
+  JpegSet set{fs::weakly_canonical(fs::path(a.root) / ("jpeg_" + src.filename().string())), split};
+  if (set.root == src) {
+    std::printf("images: %s (in place)\n", set.root.string().c_str());
+    return set;
+  }
+  const fs::path images = set.root / "images" / split, labels = set.root / "labels" / split;
+  const size_t n = count_files(src_images);
+  if (n > 0 && count_files(images) == n && count_files(labels) == count_files(src_labels)) {
+    std::printf("images: %s (copy of %s, reused)\n", set.root.string().c_str(), src.c_str());
+    return set;
+  }
+  fs::remove_all(set.root);
+  copy_tree(src_images, images);
+  copy_tree(src_labels, labels);
+  std::printf("images: %s (copied from %s)\n", set.root.string().c_str(), src.c_str());
+  return set;
+}
+
+// Shapes images (160-256 px high) stretched to 4:3 and given sensor-like noise, so that decoding
+// them costs about what a photo of that size does. Their boxes are normalised, so the labels
+// carry over unchanged.
+void generate_jpegs(const fs::path& root, int count, int width) {
+  const fs::path tmp = root.string() + ".tmp" + std::to_string(getpid());
+  fs::remove_all(tmp);
+  yolo::ShapesSpec spec;
+  spec.train = count;
+  spec.val = 1;
+  spec.width = width;
+  yolo::ensure_shapes_dataset((tmp / "png").string(), spec);
+  const fs::path png_images = tmp / "png" / "images" / "train";
+  const fs::path images = tmp / "images" / "train", labels = tmp / "labels" / "train";
+  fs::create_directories(images);
+  fs::create_directories(labels);
+  std::vector<fs::path> pngs;
+  for (const auto& e : fs::directory_iterator(png_images)) pngs.push_back(e.path());
+  std::sort(pngs.begin(), pngs.end());
+  for (size_t i = 0; i < pngs.size(); ++i) {
+    cv::Mat img = cv::imread(pngs[i].string(), cv::IMREAD_COLOR);
+    if (img.empty()) throw std::runtime_error("cannot read " + pngs[i].string());
+    cv::resize(img, img, cv::Size(width, width * 3 / 4), 0, 0, cv::INTER_LINEAR);
+    cv::Mat wide, noise(img.size(), CV_16SC3);
+    img.convertTo(wide, CV_16SC3);
+    cv::RNG rng(0x5eed + i);
+    rng.fill(noise, cv::RNG::NORMAL, 0, 6);
+    cv::Mat(wide + noise).convertTo(img, CV_8UC3);  // saturates at 0 and 255
+    const std::string stem = pngs[i].stem().string();
+    const fs::path jpg = images / (stem + ".jpg");
+    if (!cv::imwrite(jpg.string(), img, {cv::IMWRITE_JPEG_QUALITY, 90})) {
+      throw std::runtime_error("cannot write " + jpg.string());
+    }
+    fs::copy_file(tmp / "png" / "labels" / "train" / (stem + ".txt"), labels / (stem + ".txt"));
+  }
+  fs::remove_all(tmp / "png");
+  std::error_code ec;
+  fs::rename(tmp, root, ec);
+  if (ec) {
+    fs::remove_all(tmp);
+    if (!fs::exists(root)) throw std::runtime_error("cannot create " + root.string());
+  }
+}
+
+JpegSet generated_set(const BenchArgs& a) {
+  JpegSet set{
+      fs::weakly_canonical(fs::path(a.root) / ("jpeg_generated_" + std::to_string(a.images_count) +
+                                               "_w" + std::to_string(a.images_width))),
+      "train"};
+  if (fs::exists(set.root)) {
+    std::printf("images: %s (generated, reused)\n", set.root.string().c_str());
+    return set;
+  }
+  fs::create_directories(a.root);
+  const Measure m = in_child([&] {  // OpenCV may start threads: never in the parent
+    Measure r;
+    timed(r, [&] { generate_jpegs(set.root, a.images_count, a.images_width); });
+    return r;
+  });
+  std::printf("images: %s (generated in %.1f s)\n", set.root.string().c_str(), m.seconds);
+  return set;
+}
+
+// The one place each mode is spelled in the dataset's options.
+void set_cache_mode(yolo::DatasetOptions& o, CacheMode mode) {
+  o.cache = mode == CacheMode::kRam ? "ram" : "";
+  o.image_cache_bytes = mode == CacheMode::kNone ? 0 : -1;
+}
+
+// The first construction checks the labels and writes their cache; the timed ones read it.
+void check_labels(const JpegSet& set, const BenchArgs& a) {
+  const Measure m = in_child([&] {
+    Measure r;
+    timed(r, [&] {
+      yolo::DatasetOptions o = train_options(a.loader_imgsz, a.images_batch, kCocoNc);
+      set_cache_mode(o, CacheMode::kNone);
+      const yolo::YoloDataset ds({set.images_dir()}, o);
+      r.count = static_cast<long>(ds.size());
+      for (const cv::Size& s : ds.image_sizes()) {
+        r.parts[0] += s.width;
+        r.parts[1] += s.height;
+      }
+    });
+    return r;
+  });
+  const double n = std::max(m.count, 1L);
+  std::printf(
+      "  %ld images, %.0fx%.0f px on average; labels checked in %.2f s (label cache; not "
+      "part of the figures)\n",
+      m.count, m.parts[0] / n, m.parts[1] / n, m.seconds);
+  if (m.count < a.images_batch) {
+    throw std::runtime_error(set.images_dir() + " has " + std::to_string(m.count) +
+                             " usable images, fewer than --images-batch (" +
+                             std::to_string(a.images_batch) + ")");
+  }
+}
+
+enum JpegPart { kUsed, kConstruct, kConstructKib, kFirst, kCacheBytes, kCachedImages, kHits };
+
+// One cache mode and worker count: the dataset's construction (with ram: every image decoded and
+// kept), the first batch (loader start, workers' first images), then the steady batches.
+Measure time_jpeg_loader(const JpegSet& set, const BenchArgs& a, CacheMode mode, int workers) {
+  return in_child([&] {
+    // One intra-op thread: the worker that finishes a batch collates it, so the process uses no
+    // more cores than it has workers.
+    at::set_num_threads(1);
+    yolo::DatasetOptions o = train_options(a.loader_imgsz, a.images_batch, kCocoNc);
+    set_cache_mode(o, mode);
+    o.threads = workers;  // --cache ram fills on as many threads as are measured
+    Measure m;
+    reset_peak_rss();
+    m.rss_before_kib = status_kib("VmRSS");
+    yolo::Stopwatch t;
+    auto ds = std::make_shared<yolo::YoloDataset>(std::vector<std::string>{set.images_dir()}, o);
+    m.parts[kConstruct] = t.seconds();
+    m.parts[kConstructKib] = static_cast<double>(status_kib("VmRSS") - m.rss_before_kib);
+    yolo::LoaderOptions lo;
+    lo.batch_size = a.images_batch;
+    lo.workers = workers;
+    lo.float_images = false;  // bytes, as train takes them to the device
+    lo.pin_memory = false;
+    t.restart();
+    yolo::DataLoader loader(ds, lo);
+    int64_t epoch = 0;
+    loader.start_epoch(epoch);
+    auto next = [&] {
+      auto b = loader.next();
+      if (!b) {
+        loader.start_epoch(++epoch);
+        b = loader.next();
+      }
+      return static_cast<long>(b->paths.size());  // `images` is undefined in recipe batches
+    };
+    next();
+    m.parts[kFirst] = t.seconds();
+    t.restart();
+    for (int i = 0; i < a.images_batches; ++i) m.count += next();
+    m.seconds = t.seconds();
+    m.peak_kib = status_kib("VmHWM");
+    m.parts[kUsed] = loader.workers();
+    const yolo::ImageCache::Stats stats = ds->image_cache_stats();
+    const bool ram = mode == CacheMode::kRam;
+    m.parts[kCacheBytes] = static_cast<double>(ram ? ds->ram_cache_bytes() : stats.bytes);
+    m.parts[kCachedImages] = static_cast<double>(ram ? ds->size() : stats.images);
+    const double lookups = static_cast<double>(stats.hits + stats.misses);
+    m.parts[kHits] = lookups > 0 ? 100.0 * static_cast<double>(stats.hits) / lookups : 0;
+    return m;
+  });
+}
+
+void report_jpeg(const Measure& m, CacheMode mode, int workers) {
+  const int used = static_cast<int>(m.parts[kUsed]);
+  const double ips = m.count / std::max(m.seconds, 1e-9);
+  const double cached = m.parts[kCachedImages];
+  std::printf(
+      "  cache %-7s workers %d (used %d): dataset %.3f s, RSS %+.1f MiB | first batch %.3f s | "
+      "%ld images in %.2f s: %.1f images/s, %.1f per worker | peak RSS %+.1f MiB | cache %.1f "
+      "MiB, %.0f B/image (%.0f images",
+      kCacheNames[static_cast<int>(mode)], workers, used, m.parts[kConstruct],
+      m.parts[kConstructKib] / 1024, m.parts[kFirst], m.count, m.seconds, ips,
+      ips / std::max(used, 1), kib_growth(m) / 1024, m.parts[kCacheBytes] / (1024.0 * 1024.0),
+      cached > 0 ? m.parts[kCacheBytes] / cached : 0.0, cached);
+  if (mode == CacheMode::kBounded) std::printf(", %.0f%% hits", m.parts[kHits]);
+  std::printf(")\n");
+}
+
+void bench_images(const BenchArgs& a) {
+  const JpegSet set = a.images == "generate" ? generated_set(a) : copied_set(a);
+  check_labels(set, a);
+  if (a.images_batches == 0) return;
+  std::printf(
+      "mosaic loader (hyp.scratch-low), %d px, batch %d, uint8: first batch, then %d timed "
+      "batches; 1 intra-op thread, OpenCV single-threaded\n",
+      a.loader_imgsz, a.images_batch, a.images_batches);
+  for (CacheMode mode : a.caches) {
+    for (int workers : a.loader_workers) {
+      report_jpeg(time_jpeg_loader(set, a, mode, workers), mode, workers);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return yolo::run_app("bench_data", [&] {
     const BenchArgs a = parse_args(argc, argv);
+    if (!a.images.empty()) {
+      std::printf("bench_data --images: %u hardware threads\n",
+                  std::thread::hardware_concurrency());
+      bench_images(a);
+      std::fflush(stdout);
+      return 0;
+    }
     std::printf("bench_data: data under %s, %u hardware threads (the scan uses all of them)\n",
                 a.root.c_str(), std::thread::hardware_concurrency());
     std::vector<SizeResult> results;

@@ -660,3 +660,42 @@ TEST(Loader, StopLetsTheDatasetIndicesChange) {
   while (auto b = loader.next()) got.push_back(std::move(*b));
   expect_same(got, want[0]);
 }
+
+// --augment-device: the workers hand over recipes, the device renders them; the batches are the
+// CPU path's (targets exactly, pixels within a grey level), whatever the threads.
+TEST(Loader, RecipeBatchesRenderTheCpuPathsBatches) {
+  TempDir d;
+  make_split(d.path(), "train", 7, 96, 64);
+  auto opt = train_options(64);
+  opt.hyp.hsv_h = 0.015, opt.hyp.hsv_s = 0.7, opt.hyp.hsv_v = 0.4;
+  opt.hyp.fliplr = 0.5;
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"}, opt);
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.workers = 2;
+  o.seed = 9;
+  o.float_images = false;
+  DataLoader pixels(ds, o);
+  o.recipes = true;
+  DataLoader recipes(ds, o);
+  for (int64_t e = 0; e < 2; ++e) {
+    pixels.start_epoch(e);
+    recipes.start_epoch(e);
+    size_t n = 0;
+    while (auto want = pixels.next()) {
+      auto got = recipes.next();
+      ASSERT_TRUE(got);
+      ASSERT_TRUE(got->recipes);
+      EXPECT_FALSE(got->images.defined());
+      EXPECT_TRUE(torch::equal(got->targets, want->targets));
+      EXPECT_EQ(got->paths, want->paths);
+      const at::Tensor a = batch_images_to_device(*got, torch::kCPU);
+      const at::Tensor b = batch_images_to_device(*want, torch::kCPU);
+      ASSERT_EQ(a.sizes(), b.sizes());
+      EXPECT_LE((a - b).abs().max().item<float>(), 1.5f / 255) << "epoch " << e << " batch " << n;
+      ++n;
+    }
+    EXPECT_EQ(n, 3u);
+    EXPECT_FALSE(recipes.next());
+  }
+}

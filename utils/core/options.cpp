@@ -397,6 +397,11 @@ const std::vector<Flag>& flags() {
            "on CPU (oneDNN) and CUDA (AMP's tensor-core convolutions), both faster on it")
           .metavar("auto|channels-last|contiguous")
           .check(empty_or_one_of({"auto", "channels-last", "contiguous"})),
+      Bind("augment-device", &O::augment_device, "augment_device",
+           "where training augmentation runs: cpu (OpenCV in the loader workers) or cuda "
+           "(batched on the training GPU; the workers only decode)")
+          .metavar("cpu|cuda")
+          .check(empty_or_one_of({"cpu", "cuda"})),
       Bind("local_rank", &O::local_rank, "local_rank",
            "automatic DDP multi-GPU argument, do not modify")
           .alias("--local-rank"),

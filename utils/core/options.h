@@ -52,6 +52,9 @@ struct Options {
   int seed = 0;
   bool deterministic = false;          // deterministic cuDNN/algorithms instead of cuDNN autotuning
   std::string memory_format = "auto";  // auto (channels-last), channels-last, contiguous
+  // Where training augmentation runs: cpu (OpenCV in the loader's workers) or cuda (batched
+  // tensor ops on the training GPU; the workers only decode).
+  std::string augment_device = "cpu";
   int local_rank = -1;
   std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
   int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise

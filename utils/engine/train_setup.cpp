@@ -41,14 +41,15 @@ Options resume_options(const Options& cli, bool strict) {
   }
   static const std::set<std::string> kMayChange = {"resume",         "device",       "workers",
                                                    "local_rank",     "dist-backend", "dist-timeout",
-                                                   "nproc-per-node", "memory-format"};
+                                                   "nproc-per-node", "memory-format",
+                                                   "augment-device"};
   for (const auto& flag : cli.given) {
     if (strict && !kMayChange.count(flag)) {
       throw UsageError(
           "--" + flag + " cannot be changed when resuming (the run continues with " +
           "the options in " + opt_yaml.string() +
-          "); only --device, --workers, --memory-format and the distributed flags may be "
-          "given");
+          "); only --device, --workers, --memory-format, --augment-device and the distributed "
+          "flags may be given");
     }
   }
   Options o = load_options(opt_yaml.string());
@@ -60,6 +61,7 @@ Options resume_options(const Options& cli, bool strict) {
     if (flag == "device") o.device = cli.device;
     if (flag == "workers") o.workers = cli.workers;
     if (flag == "memory-format") o.memory_format = cli.memory_format;
+    if (flag == "augment-device") o.augment_device = cli.augment_device;
     if (flag == "local_rank") o.local_rank = cli.local_rank;
     if (flag == "dist-backend") o.dist_backend = cli.dist_backend;
     if (flag == "dist-timeout") o.dist_timeout = cli.dist_timeout;
@@ -70,6 +72,20 @@ Options resume_options(const Options& cli, bool strict) {
 }
 
 namespace {
+
+// --augment-device cuda: training batches are rendered on the GPU. On a CPU device it is a usage
+// error when given; from a resumed run's opt.yaml it falls back to the CPU with a warning.
+bool augment_on_device(const TrainSetup& s) {
+  if (s.opt.augment_device != "cuda") return false;
+  if (s.dev.device.is_cuda()) return true;
+  if (s.opt.was_given("augment-device")) {
+    throw UsageError("--augment-device cuda: training runs on " + s.dev.device.str() +
+                     "; give a CUDA --device, or --augment-device cpu");
+  }
+  log_warn("--augment-device cuda (from the run's opt.yaml) needs a CUDA device; training runs on " +
+           s.dev.device.str() + ", so augmentation runs on the CPU");
+  return false;
+}
 
 // Options in force, files resolved, device chosen and the process group up. After a torchrun
 // restart (--max_restarts) the run continues from its last.pt.
@@ -93,6 +109,7 @@ void resolve_run(TrainSetup& s, Options opt) {
   s.loop = {s.opt.epochs,  s.opt.patience,    s.opt.seed,          s.opt.noval,
             s.opt.noplots, s.opt.multi_scale, s.opt.image_weights, s.opt.optimizer};
   s.loop.loss_read_interval = s.dev.device.is_cpu() ? 1 : kGpuLossReadInterval;
+  s.augment_on_device = augment_on_device(s);
   log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + s.dev.description);
   s.threads = plan_threads(s.dev.device.is_cuda(), s.opt.workers, s.opt.was_given("workers"),
                            s.dist.world_size(), s.opt.batch_size / s.dist.world_size());
@@ -258,6 +275,7 @@ void build_loaders(TrainSetup& s) {
   tl.workers = s.threads.workers;
   tl.pin_memory = s.dev.device.is_cuda();  // as YOLOv5's loader: copies overlap the GPU's work
   tl.float_images = false;  // bytes to the device (a quarter of float32's), converted there
+  tl.recipes = s.augment_on_device;
   tl.shuffle = !opt.rect;
   // Image weights re-draw the dataset's indices after each validation; nothing may load then.
   tl.prefetch_next_epoch = !opt.image_weights;
@@ -273,8 +291,10 @@ void build_loaders(TrainSetup& s) {
   va.is_rank0 = true;
   va.barrier = {};
   LoaderOptions vl = tl;
+  vl.recipes = false;  // validation has no augmentation: letterboxed bytes are the cheapest
   vl.batch_size = rank_batch * 2;
   vl.shuffle = false;
+  vl.prefetch_next_epoch = true;  // the next validation's first batches wait during training
   vl.world_size = 1;
   vl.rank = 0;
   s.val_loader = std::make_unique<DataLoader>(std::make_shared<YoloDataset>(data.val, va), vl);

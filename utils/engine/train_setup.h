@@ -97,6 +97,7 @@ struct TrainSetup {
   std::unique_ptr<DataParallel> dp;     // several GPUs in one process
   bool amp = false;
   bool channels_last = false;  // model weights (so activations) in NHWC memory
+  bool augment_on_device = false;  // --augment-device cuda on a CUDA device
   ThreadPlan threads;          // intra-op threads and loader workers
   std::unique_ptr<ComputeLoss> loss;
   ResumePoint resume;

@@ -171,7 +171,8 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     timing.data += data_clock.seconds();
     if (!batch) break;
     const int64_t ni = i + nb_ * epoch;
-    at::Tensor imgs = images_to_device(batch->images, device);  // uint8 travels, float arrives
+    // uint8 travels, float arrives; with --augment-device cuda the batch is rendered there
+    at::Tensor imgs = batch_images_to_device(*batch, device);
     const at::Tensor targets = batch->targets.to(device, true);
     timing.images += imgs.size(0);
     if (ni <= nw_) warmup(ni, epoch);
