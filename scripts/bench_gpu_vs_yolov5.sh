@@ -104,6 +104,12 @@ if [[ -n $PREPARE ]]; then
   cp -r ../shared/datasets/coco128/images ../shared/datasets/coco128/labels "$PREPARE/coco128/"
   find "$PREPARE/coco128" -name '*.cache' -delete
   install -m 644 ../shared/gpu-kit/deps-x86_64.tar.xz "$PREPARE/"
+  # libjpeg-turbo's headers, which the kit lacks (it has the library): our loader decodes JPEGs
+  # with it directly, 1.6x faster than through OpenCV 4.6.
+  rm -rf "$PREPARE/jpeg-include" && mkdir -p "$PREPARE/jpeg-include"
+  for h in jpeglib.h jerror.h jmorecfg.h x86_64-linux-gnu/jconfig.h; do
+    [[ -f /usr/include/$h ]] && cp "/usr/include/$h" "$PREPARE/jpeg-include/"
+  done
   # YOLOv5 and the packages it needs that the GPU machine's Python lacks (../shared/gpu-kit/
   # README.md), at the versions pinned for the tests; not numpy, which its scipy is built against.
   pins=()
@@ -192,10 +198,15 @@ build_with_kit() {  # a CUDA machine with PyTorch but no C++ libraries and no re
   local torch_cmake nccl
   torch_cmake=$("$PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
   nccl=$("$PY" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  local jpeg=() headers kit_lib=$ROOT/.gpukit/kit/usr/lib/x86_64-linux-gnu/libjpeg.so.62
+  headers=$(cd "$(dirname "$GPU_KIT")" && pwd)/jpeg-include
+  if [[ -f $headers/jpeglib.h && -f $kit_lib ]]; then
+    jpeg=(-DJPEG_INCLUDE_DIR="$headers" -DJPEG_LIBRARY="$kit_lib")
+  fi
   echo "$ME: building train in build-gpu/ with $GPU_KIT (log: $WORK/logs/build.log)"
   { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DYOLO_TORCH_KIND=local \
       -DCMAKE_PREFIX_PATH="$(dirname "$(dirname "$torch_cmake")");$torch_cmake;${CMAKE_PREFIX_PATH:-}" \
-      -DNCCL_ROOT="$nccl" -DYOLO_PYTHON="$PY" &&
+      -DNCCL_ROOT="$nccl" -DYOLO_PYTHON="$PY" "${jpeg[@]}" &&
       cmake --build build-gpu -j"$(env -u OMP_NUM_THREADS nproc)" --target train; } >"$WORK/logs/build.log" 2>&1 ||
     die "building with the C++ kit failed, see $WORK/logs/build.log"
 }

@@ -15,8 +15,9 @@
 // the default cache; ram: --cache ram) runs with each --loader-workers count: the dataset's
 // construction, the first batch and the steady batches after it are reported apart.
 //   [--images SRC|generate] [--images-count 128] [--images-width 640] [--images-batch 64]
-//   [--images-batches 8] [--images-caches none,bounded,ram]   (and --loader-imgsz,
-//   --loader-workers)
+//   [--images-batches 8] [--images-caches none,bounded,ram] [--images-recipes 0|1]
+//   (and --loader-imgsz, --loader-workers). --images-recipes 1 times the loader as
+//   --augment-device cuda uses it: workers decode and draw, the device would render.
 // --images-batches 0 only prepares the folder and its label cache.
 #include <ATen/Parallel.h>
 #include <sys/stat.h>
@@ -45,6 +46,7 @@
 #include "data/loader.h"
 #include "data/shapes_dataset.h"
 #include "utils/core/app_main.h"
+#include "utils/core/cpu_resources.h"
 #include "utils/core/errors.h"
 #include "utils/core/hyp.h"
 #include "utils/core/log.h"
@@ -70,13 +72,14 @@ struct BenchArgs {
   int loader_imgsz = 640, loader_batches = 40, loader_images = 1000, loader_width = 0;
   std::string images;  // --images: a dataset folder or "generate"; empty: the shapes phases
   int images_count = 128, images_width = 640, images_batch = 64, images_batches = 8;
+  int images_recipes = 0;  // 1: batches as recipes (--augment-device cuda): decode + draws only
   std::vector<CacheMode> caches = {CacheMode::kNone, CacheMode::kBounded, CacheMode::kRam};
 };
 
 const char* const kFlags =
     "--sizes --width --root --batch --loader-imgsz --loader-batches --loader-workers "
     "--loader-images --loader-width --images --images-count --images-width --images-batch "
-    "--images-batches --images-caches";
+    "--images-batches --images-caches --images-recipes";
 
 // The whole of `v` as an int; false when it is not one.
 bool to_int(const std::string& v, int& n) {
@@ -164,6 +167,9 @@ void check_args(const BenchArgs& a) {
   if (a.images_batches < 0) {
     throw yolo::UsageError("--images-batches: must be at least 0 (0 only prepares the folder)");
   }
+  if (a.images_recipes != 0 && a.images_recipes != 1) {
+    throw yolo::UsageError("--images-recipes: expected 0 or 1");
+  }
 }
 
 BenchArgs parse_args(int argc, char** argv) {
@@ -177,7 +183,8 @@ BenchArgs parse_args(int argc, char** argv) {
   ints.insert({{"--images-count", &a.images_count},
                {"--images-width", &a.images_width},
                {"--images-batch", &a.images_batch},
-               {"--images-batches", &a.images_batches}});
+               {"--images-batches", &a.images_batches},
+               {"--images-recipes", &a.images_recipes}});
   std::map<std::string, std::vector<int>*> lists = {{"--sizes", &a.sizes},
                                                     {"--loader-workers", &a.loader_workers}};
   std::map<std::string, std::string*> strings = {{"--root", &a.root}, {"--images", &a.images}};
@@ -724,6 +731,9 @@ Measure time_jpeg_loader(const JpegSet& set, const BenchArgs& a, CacheMode mode,
     // One intra-op thread: the worker that finishes a batch collates it, so the process uses no
     // more cores than it has workers.
     at::set_num_threads(1);
+    // As train: freed images and canvases are reused, not unmapped and faulted in again (a
+    // third of a mosaic's time without it).
+    yolo::reuse_freed_memory();
     yolo::DatasetOptions o = train_options(a.loader_imgsz, a.images_batch, kCocoNc);
     set_cache_mode(o, mode);
     o.threads = workers;  // --cache ram fills on as many threads as are measured
@@ -739,6 +749,7 @@ Measure time_jpeg_loader(const JpegSet& set, const BenchArgs& a, CacheMode mode,
     lo.workers = workers;
     lo.float_images = false;  // bytes, as train takes them to the device
     lo.pin_memory = false;
+    lo.recipes = a.images_recipes == 1;
     t.restart();
     yolo::DataLoader loader(ds, lo);
     int64_t epoch = 0;
@@ -790,8 +801,11 @@ void bench_images(const BenchArgs& a) {
   if (a.images_batches == 0) return;
   std::printf(
       "mosaic loader (hyp.scratch-low), %d px, batch %d, uint8: first batch, then %d timed "
-      "batches; 1 intra-op thread, OpenCV single-threaded\n",
-      a.loader_imgsz, a.images_batch, a.images_batches);
+      "batches; 1 intra-op thread, OpenCV single-threaded%s\n",
+      a.loader_imgsz, a.images_batch, a.images_batches,
+      a.images_recipes ? "; RECIPES: the workers decode and draw, the pixels are left to the "
+                         "device (--augment-device cuda)"
+                       : "");
   for (CacheMode mode : a.caches) {
     for (int workers : a.loader_workers) {
       report_jpeg(time_jpeg_loader(set, a, mode, workers), mode, workers);
