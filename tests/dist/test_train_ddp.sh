@@ -83,7 +83,9 @@ case "$MODE" in
       --dist-timeout 10 >"$tmp/log" 2>&1 &
     agent=$!
     wait_for_file "$tmp/runs/exp/weights/last.pt" $agent || fail "no last.pt after epoch 0"
-    sleep 1
+    # Into epoch 1's batches (0.8 s on 2 cores), where rank 0 waits for rank 1's gradients; at its
+    # end rank 0 validates alone and would stop on torchrun's SIGTERM before missing rank 1.
+    sleep 0.3
     victim=$(worker_pid 1) || fail "rank 1 not found"
     kill -KILL "$victim"
     start=$SECONDS
