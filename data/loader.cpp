@@ -131,10 +131,10 @@ struct DataLoader::Job {
 
 struct DataLoader::Pool {
   std::mutex m;
-  std::condition_variable cv;              // claimable work, a finished batch, stop
-  std::deque<std::shared_ptr<Job>> jobs;   // epochs in order: current (or next), then prefetched
-  size_t outstanding = 0;                  // batches claimed and not delivered, over all jobs
-  size_t in_flight = 0;                    // samples being loaded or collated
+  std::condition_variable cv;             // claimable work, a finished batch, stop
+  std::deque<std::shared_ptr<Job>> jobs;  // epochs in order: current (or next), then prefetched
+  size_t outstanding = 0;                 // batches claimed and not delivered, over all jobs
+  size_t in_flight = 0;                   // samples being loaded or collated
   bool shutdown = false;
   std::vector<std::thread> threads;
 };

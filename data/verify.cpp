@@ -9,6 +9,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "data/image_io.h"
+
 namespace yolo {
 namespace {
 
@@ -108,8 +110,12 @@ VerifiedImage verify_image_label(const std::string& image_path, const std::strin
     r.message = "ignoring corrupt image/label " + image_path + ": " + why;
     return r;
   };
-  const cv::Mat im = cv::imread(image_path, cv::IMREAD_COLOR);  // applies EXIF orientation
-  if (im.empty()) return fail("cannot read or decode the image");
+  cv::Mat im;  // as imread decodes it (EXIF orientation applied), plain JPEGs at read_image's speed
+  try {
+    im = read_image(image_path);
+  } catch (const std::runtime_error&) {
+    return fail("cannot read or decode the image");
+  }
   r.height = im.rows;
   r.width = im.cols;
   if (r.height < 10 || r.width < 10) {

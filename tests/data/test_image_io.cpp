@@ -25,7 +25,8 @@ std::vector<unsigned char> file_bytes(const std::string& path) {
 
 void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
   std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 // Noise over gradients: every DCT block and chroma sample matters.
@@ -34,8 +35,9 @@ cv::Mat test_image(int w, int h, unsigned seed) {
   std::mt19937 rng(seed);
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
-      im.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>((x * 255) / w + rng() % 40),
-                                         static_cast<uchar>((y * 255) / h), static_cast<uchar>(rng()));
+      im.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(static_cast<uchar>((x * 255) / w + rng() % 40),
+                    static_cast<uchar>((y * 255) / h), static_cast<uchar>(rng()));
     }
   }
   return im;
@@ -47,11 +49,32 @@ bool same(const cv::Mat& a, const cv::Mat& b) {
 
 // A JPEG with an APP1 Exif segment holding only the orientation tag, spliced after its SOI.
 std::vector<unsigned char> with_exif_orientation(std::vector<unsigned char> jpeg, int orientation) {
-  std::vector<unsigned char> tiff = {'I', 'I', 42, 0, 8, 0, 0, 0,  // little endian, IFD at 8
-                                     1, 0,                           // one entry
-                                     0x12, 0x01, 3, 0, 1, 0, 0, 0,   // orientation, SHORT, 1
-                                     static_cast<unsigned char>(orientation), 0, 0, 0,
-                                     0, 0, 0, 0};  // no next IFD
+  std::vector<unsigned char> tiff = {'I',
+                                     'I',
+                                     42,
+                                     0,
+                                     8,
+                                     0,
+                                     0,
+                                     0,  // little endian, IFD at 8
+                                     1,
+                                     0,  // one entry
+                                     0x12,
+                                     0x01,
+                                     3,
+                                     0,
+                                     1,
+                                     0,
+                                     0,
+                                     0,  // orientation, SHORT, 1
+                                     static_cast<unsigned char>(orientation),
+                                     0,
+                                     0,
+                                     0,
+                                     0,
+                                     0,
+                                     0,
+                                     0};  // no next IFD
   std::vector<unsigned char> app1 = {0xFF, 0xE1, 0, 0, 'E', 'x', 'i', 'f', 0, 0};
   app1.insert(app1.end(), tiff.begin(), tiff.end());
   const size_t len = app1.size() - 2;

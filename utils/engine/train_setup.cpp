@@ -39,10 +39,9 @@ Options resume_options(const Options& cli, bool strict) {
     throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
                      " must sit in a run dir's weights/ folder");
   }
-  static const std::set<std::string> kMayChange = {"resume",         "device",       "workers",
-                                                   "local_rank",     "dist-backend", "dist-timeout",
-                                                   "nproc-per-node", "memory-format",
-                                                   "augment-device"};
+  static const std::set<std::string> kMayChange = {
+      "resume",       "device",         "workers",       "local_rank",    "dist-backend",
+      "dist-timeout", "nproc-per-node", "memory-format", "augment-device"};
   for (const auto& flag : cli.given) {
     if (strict && !kMayChange.count(flag)) {
       throw UsageError(
@@ -82,8 +81,9 @@ bool augment_on_device(const TrainSetup& s) {
     throw UsageError("--augment-device cuda: training runs on " + s.dev.device.str() +
                      "; give a CUDA --device, or --augment-device cpu");
   }
-  log_warn("--augment-device cuda (from the run's opt.yaml) needs a CUDA device; training runs on " +
-           s.dev.device.str() + ", so augmentation runs on the CPU");
+  log_warn(
+      "--augment-device cuda (from the run's opt.yaml) needs a CUDA device; training runs on " +
+      s.dev.device.str() + ", so augmentation runs on the CPU");
   return false;
 }
 
