@@ -202,6 +202,8 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     check_stop(epoch, i, read, mloss_host);
   }
   clock_.flush();
+  // No epoch follows the last: the workers would prefetch one beside the final validation.
+  if (!s_.batch_source && epoch + 1 >= s_.loop.epochs) s_.train_loader->stop();
   timing.images *= world;
   timing.seconds = epoch_clock.seconds();
   callbacks_.train_epoch_end(epoch, timing);
