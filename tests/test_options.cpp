@@ -322,14 +322,14 @@ TEST(Options, EveryFlagRoundTripsThroughOptYaml) {
 TEST(Options, OptYamlKeysAndValueFormsAreYolov5s) {
   const YAML::Node n = yolo::options_to_yaml(Options{});
   EXPECT_EQ(keys_of(n), (std::vector<std::string>{
-                            "weights",       "cfg",           "data",        "hyp",
-                            "epochs",        "batch_size",    "imgsz",       "rect",
-                            "resume",        "nosave",        "noval",       "noautoanchor",
-                            "noplots",       "evolve",        "cache",       "image_weights",
-                            "device",        "multi_scale",   "single_cls",  "optimizer",
-                            "sync_bn",       "workers",       "project",     "name",
-                            "exist_ok",      "quad",          "cos_lr",      "label_smoothing",
-                            "patience",      "freeze",        "save_period", "seed",
+                            "weights",       "cfg",           "data",           "hyp",
+                            "epochs",        "batch_size",    "imgsz",          "rect",
+                            "resume",        "nosave",        "noval",          "noautoanchor",
+                            "noplots",       "evolve",        "cache",          "image_weights",
+                            "device",        "multi_scale",   "single_cls",     "optimizer",
+                            "sync_bn",       "workers",       "project",        "name",
+                            "exist_ok",      "quad",          "cos_lr",         "label_smoothing",
+                            "patience",      "freeze",        "save_period",    "seed",
                             "deterministic", "memory_format", "augment_device", "local_rank",
                             "dist_backend",  "dist_timeout",  "save_dir"}));
   EXPECT_EQ(n["resume"].Scalar(), "false");

@@ -96,9 +96,9 @@ struct TrainSetup {
   std::vector<at::Tensor> ddp_buffers;  // broadcast before each forward without SyncBN
   std::unique_ptr<DataParallel> dp;     // several GPUs in one process
   bool amp = false;
-  bool channels_last = false;  // model weights (so activations) in NHWC memory
+  bool channels_last = false;      // model weights (so activations) in NHWC memory
   bool augment_on_device = false;  // --augment-device cuda on a CUDA device
-  ThreadPlan threads;          // intra-op threads and loader workers
+  ThreadPlan threads;              // intra-op threads and loader workers
   std::unique_ptr<ComputeLoss> loss;
   ResumePoint resume;
   bool already_finished = false;  // --resume of a run that trained all its epochs
