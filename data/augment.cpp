@@ -205,10 +205,9 @@ void warp_boxes(const WarpParams& w, PixelBoxes& boxes) {
 }
 
 cv::Mat random_perspective(const cv::Mat& im, PixelBoxes& boxes, const AugmentHyp& hyp, Rng& rng,
-                           int border, WarpParams* drawn) {
+                           int border) {
   const WarpParams w = draw_warp(im.size(), hyp, rng, border);
   warp_boxes(w, boxes);
-  if (drawn) *drawn = w;
   return render_warp(im, w);
 }
 
@@ -279,12 +278,11 @@ cv::Mat render_canvas(const CanvasRecipe& recipe) {
 }
 
 cv::Mat mosaic4(const std::array<cv::Mat, 4>& images, const std::array<const Labels*, 4>& labels,
-                int s, Rng& rng, PixelBoxes& boxes, CanvasLayout* drawn) {
+                int s, Rng& rng, PixelBoxes& boxes) {
   std::array<cv::Size, 4> sizes;
   for (int i = 0; i < 4; ++i) sizes[i] = images[i].size();
   const CanvasLayout layout = place_mosaic(sizes, s, rng);
   boxes = mosaic_boxes(layout, sizes, labels);
-  if (drawn) *drawn = layout;
   return render_layout({images.begin(), images.end()}, layout);
 }
 
@@ -302,9 +300,8 @@ cv::Mat blend(const cv::Mat& a, const cv::Mat& b, double r) {
 }
 
 cv::Mat mixup(const cv::Mat& a, PixelBoxes& boxes_a, const cv::Mat& b, const PixelBoxes& boxes_b,
-              Rng& rng, double* ratio) {
+              Rng& rng) {
   const double r = draw_mixup_ratio(rng);
-  if (ratio) *ratio = r;
   boxes_a.insert(boxes_a.end(), boxes_b.begin(), boxes_b.end());
   return blend(a, b, r);
 }
@@ -338,9 +335,8 @@ void apply_hsv(cv::Mat& im, const HsvGains& g) {
   cv::cvtColor(hsv, im, cv::COLOR_HSV2BGR);
 }
 
-void augment_hsv(cv::Mat& im, double hgain, double sgain, double vgain, Rng& rng, HsvGains* drawn) {
+void augment_hsv(cv::Mat& im, double hgain, double sgain, double vgain, Rng& rng) {
   const HsvGains g = draw_hsv(hgain, sgain, vgain, rng);
-  if (drawn) *drawn = g;
   apply_hsv(im, g);
 }
 

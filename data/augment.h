@@ -106,7 +106,7 @@ struct CanvasRecipe {
 // perspective). `border` < 0 crops the output by -border on each side (mosaic uses -imgsz/2).
 // Boxes are warped by their 4 corners, clipped, and filtered with box_candidate.
 cv::Mat random_perspective(const cv::Mat& im, PixelBoxes& boxes, const AugmentHyp& hyp, Rng& rng,
-                           int border = 0, WarpParams* drawn = nullptr);
+                           int border = 0);
 // Its parts: the draws for an input of size `in`, the boxes, the pixels (`im` itself when the
 // warp is not applied).
 WarpParams draw_warp(cv::Size in, const AugmentHyp& hyp, Rng& rng, int border = 0);
@@ -116,7 +116,7 @@ cv::Mat render_warp(const cv::Mat& im, const WarpParams& warp);
 // Places 4 images (already resized to at most s) around a random centre of a 2s x 2s grey canvas
 // as YOLOv5's load_mosaic; their normalised labels become pixel boxes on the canvas (clipped).
 cv::Mat mosaic4(const std::array<cv::Mat, 4>& images, const std::array<const Labels*, 4>& labels,
-                int s, Rng& rng, PixelBoxes& boxes, CanvasLayout* drawn = nullptr);
+                int s, Rng& rng, PixelBoxes& boxes);
 // Its parts: the centre's draws and the tiles for images of these sizes, the boxes.
 CanvasLayout place_mosaic(const std::array<cv::Size, 4>& sizes, int s, Rng& rng);
 PixelBoxes mosaic_boxes(const CanvasLayout& layout, const std::array<cv::Size, 4>& sizes,
@@ -130,14 +130,13 @@ cv::Mat render_canvas(const CanvasRecipe& recipe);
 
 // Blends two same-size images with ratio ~ Beta(32, 32) and concatenates their boxes.
 cv::Mat mixup(const cv::Mat& a, PixelBoxes& boxes_a, const cv::Mat& b, const PixelBoxes& boxes_b,
-              Rng& rng, double* ratio = nullptr);
+              Rng& rng);
 double draw_mixup_ratio(Rng& rng);
 // a * r + b * (1 - r), rounded (cv::addWeighted).
 cv::Mat blend(const cv::Mat& a, const cv::Mat& b, double r);
 
 // Random hue/saturation/value gains in [1-g, 1+g], in place (no-op when all gains are 0).
-void augment_hsv(cv::Mat& im, double hgain, double sgain, double vgain, Rng& rng,
-                 HsvGains* drawn = nullptr);
+void augment_hsv(cv::Mat& im, double hgain, double sgain, double vgain, Rng& rng);
 // Its parts: the draws; the 1 x 256 table of 3 channels mapping OpenCV's 8-bit H (0..179), S and V;
 // the pixels (BGR -> HSV, table, HSV -> BGR).
 HsvGains draw_hsv(double hgain, double sgain, double vgain, Rng& rng);

@@ -210,13 +210,15 @@ ImageCache::Stats YoloDataset::image_cache_stats() const {
   return image_cache_ ? image_cache_->stats() : ImageCache::Stats{};
 }
 
-Sample YoloDataset::get(size_t index, Rng& rng) const {
+// fn(image index) for sample `index`, its exceptions carrying the image path.
+template <typename Fn>
+auto YoloDataset::with_path(size_t index, Fn fn) const {
   if (index >= indices_.size()) {
     throw std::out_of_range("dataset index " + std::to_string(index) + " >= size " +
                             std::to_string(indices_.size()));
   }
   try {
-    return get_unchecked(indices_[index], rng);
+    return fn(indices_[index]);
   } catch (const std::exception& e) {
     const std::string& path = files_[indices_[index]];
     const std::string what = e.what();
@@ -225,19 +227,12 @@ Sample YoloDataset::get(size_t index, Rng& rng) const {
   }
 }
 
+Sample YoloDataset::get(size_t index, Rng& rng) const {
+  return with_path(index, [&](size_t i) { return get_unchecked(i, rng); });
+}
+
 SampleRecipe YoloDataset::get_recipe(size_t index, Rng& rng) const {
-  if (index >= indices_.size()) {
-    throw std::out_of_range("dataset index " + std::to_string(index) + " >= size " +
-                            std::to_string(indices_.size()));
-  }
-  try {
-    return recipe_unchecked(indices_[index], rng);
-  } catch (const std::exception& e) {
-    const std::string& path = files_[indices_[index]];
-    const std::string what = e.what();
-    if (what.find(path) != std::string::npos) throw;
-    throw std::runtime_error(path + ": " + what);
-  }
+  return with_path(index, [&](size_t i) { return recipe_unchecked(i, rng); });
 }
 
 // The OpenCV rendering of a recipe: what get() returns.

@@ -106,6 +106,8 @@ class YoloDataset {
   void make_rect_shapes();
   void cache_images();
   int64_t ram_cache_required() const;
+  template <typename Fn>
+  auto with_path(size_t index, Fn fn) const;
   Sample get_unchecked(size_t index, Rng& rng) const;
   SampleRecipe recipe_unchecked(size_t index, Rng& rng) const;
   CanvasRecipe mosaic_recipe(size_t first, Rng& rng, PixelBoxes& boxes) const;

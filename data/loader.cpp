@@ -213,8 +213,8 @@ Batch DataLoader::collate_items(std::vector<Item>& items) const {
   Batch out;
   out.recipes = std::make_shared<RecipeBatch>(collate_recipes(recipes, opt_.pin_memory));
   out.targets = out.recipes->targets;
-  out.paths = out.recipes->paths;
-  out.shapes = out.recipes->shapes;
+  out.paths = std::move(out.recipes->paths);  // rendering needs neither
+  out.shapes = std::move(out.recipes->shapes);
   return out;
 }
 

@@ -500,6 +500,17 @@ void report_growth(const std::vector<SizeResult>& rs) {
 
 // Mosaic training batches from train's own loader, timed after one warm-up batch (thread start
 // and the first images' decoding), over as many epochs as `batches` needs.
+// The images in the started loader's next batch; at the end of `epoch` the next one starts, as
+// in training.
+long next_batch_images(yolo::DataLoader& loader, int64_t& epoch) {
+  auto b = loader.next();
+  if (!b) {
+    loader.start_epoch(++epoch);
+    b = loader.next();
+  }
+  return static_cast<long>(b->paths.size());  // `images` is undefined in recipe batches
+}
+
 Measure time_loader(const ShapesSet& set, const BenchArgs& a, int workers) {
   return in_child([&] {
     reset_peak_rss();
@@ -511,14 +522,7 @@ Measure time_loader(const ShapesSet& set, const BenchArgs& a, int workers) {
     yolo::DataLoader loader(ds, lo);
     int64_t epoch = 0;
     loader.start_epoch(epoch);
-    auto next = [&] {
-      auto b = loader.next();
-      if (!b) {
-        loader.start_epoch(++epoch);
-        b = loader.next();
-      }
-      return static_cast<long>(b->images.size(0));
-    };
+    auto next = [&] { return next_batch_images(loader, epoch); };
     next();
     Measure m;
     const yolo::Stopwatch t;
@@ -754,14 +758,7 @@ Measure time_jpeg_loader(const JpegSet& set, const BenchArgs& a, CacheMode mode,
     yolo::DataLoader loader(ds, lo);
     int64_t epoch = 0;
     loader.start_epoch(epoch);
-    auto next = [&] {
-      auto b = loader.next();
-      if (!b) {
-        loader.start_epoch(++epoch);
-        b = loader.next();
-      }
-      return static_cast<long>(b->paths.size());  // `images` is undefined in recipe batches
-    };
+    auto next = [&] { return next_batch_images(loader, epoch); };
     next();
     m.parts[kFirst] = t.seconds();
     t.restart();

@@ -530,6 +530,20 @@ TEST(Dataset, NpyRoundTripAndBadFiles) {
 
 namespace {
 
+// n generated 64 x 48 training images in d and their augmenting dataset.
+std::shared_ptr<YoloDataset> train_set(const TempDir& d, int n) {
+  make_split(d.path(), "train", n, 64, 48);
+  return std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
+                                       train_options(64));
+}
+
+// The rest of the loader's current epoch.
+std::vector<Batch> drain(DataLoader& loader) {
+  std::vector<Batch> out;
+  while (auto b = loader.next()) out.push_back(std::move(*b));
+  return out;
+}
+
 // Every batch of `epochs` from a loader with no workers, made afresh for each epoch: the
 // reference a persistent, prefetching loader must reproduce.
 std::vector<std::vector<Batch>> fresh_epochs(std::shared_ptr<const YoloDataset> ds, LoaderOptions o,
@@ -539,8 +553,7 @@ std::vector<std::vector<Batch>> fresh_epochs(std::shared_ptr<const YoloDataset> 
   for (int64_t e : epochs) {
     DataLoader loader(ds, o);
     loader.start_epoch(e);
-    out.emplace_back();
-    while (auto b = loader.next()) out.back().push_back(std::move(*b));
+    out.push_back(drain(loader));
   }
   return out;
 }
@@ -573,9 +586,7 @@ bool wait_for(const std::function<bool()>& done, double seconds) {
 
 TEST(Loader, PersistentWorkersPrefetchTheNextEpochWithTheSameBatches) {
   TempDir d;
-  make_split(d.path(), "train", 7, 64, 48);
-  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
-                                          train_options(64));
+  auto ds = train_set(d, 7);
   LoaderOptions o;
   o.batch_size = 3;
   o.workers = 2;
@@ -584,9 +595,7 @@ TEST(Loader, PersistentWorkersPrefetchTheNextEpochWithTheSameBatches) {
   DataLoader loader(ds, o);
   for (int64_t e = 0; e < 3; ++e) {
     loader.start_epoch(e);
-    std::vector<Batch> got;
-    while (auto b = loader.next()) got.push_back(std::move(*b));
-    expect_same(got, want[e]);
+    expect_same(drain(loader), want[e]);
     // The consumer is away (validation, checkpoints): the workers load the next epoch meanwhile.
     // Each mosaic reads 4 images, so this epoch and those before it took 7 * 4 each.
     const uint64_t used = 7 * 4 * static_cast<uint64_t>(e + 1);
@@ -597,9 +606,7 @@ TEST(Loader, PersistentWorkersPrefetchTheNextEpochWithTheSameBatches) {
 
 TEST(Loader, NoPrefetchAcrossEpochsWhenTurnedOff) {
   TempDir d;
-  make_split(d.path(), "train", 6, 64, 48);
-  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
-                                          train_options(64));
+  auto ds = train_set(d, 6);
   LoaderOptions o;
   o.batch_size = 3;
   o.workers = 2;
@@ -614,9 +621,7 @@ TEST(Loader, NoPrefetchAcrossEpochsWhenTurnedOff) {
 
 TEST(Loader, AnotherEpochThanThePrefetchedOneStartsAfresh) {
   TempDir d;
-  make_split(d.path(), "train", 7, 64, 48);
-  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
-                                          train_options(64));
+  auto ds = train_set(d, 7);
   LoaderOptions o;
   o.batch_size = 2;
   o.workers = 2;
@@ -627,21 +632,15 @@ TEST(Loader, AnotherEpochThanThePrefetchedOneStartsAfresh) {
   std::vector<Batch> first;
   first.push_back(std::move(*loader.next()));
   loader.start_epoch(5);  // abandons epoch 0 midway and the work queued for it
-  std::vector<Batch> got;
-  while (auto b = loader.next()) got.push_back(std::move(*b));
-  expect_same(got, want[1]);
+  expect_same(drain(loader), want[1]);
   loader.start_next_epoch();  // 6, prefetched while epoch 5 ended
-  got.clear();
-  while (auto b = loader.next()) got.push_back(std::move(*b));
-  expect_same(got, want[2]);
+  expect_same(drain(loader), want[2]);
   EXPECT_TRUE(torch::equal(first[0].images, want[0][0].images));
 }
 
 TEST(Loader, StopLetsTheDatasetIndicesChange) {
   TempDir d;
-  make_split(d.path(), "train", 6, 64, 48);
-  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"},
-                                          train_options(64));
+  auto ds = train_set(d, 6);
   LoaderOptions o;
   o.batch_size = 2;
   o.workers = 2;
@@ -656,9 +655,7 @@ TEST(Loader, StopLetsTheDatasetIndicesChange) {
   EXPECT_FALSE(loader.next());  // stopped: no epoch until the next start
   const auto want = fresh_epochs(ds, o, {1});
   loader.start_epoch(1);
-  std::vector<Batch> got;
-  while (auto b = loader.next()) got.push_back(std::move(*b));
-  expect_same(got, want[0]);
+  expect_same(drain(loader), want[0]);
 }
 
 // --augment-device: the workers hand over recipes, the device renders them; the batches are the
