@@ -2,11 +2,15 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <set>
 
 #include "utils/core/checkpoint.h"
+#include "utils/core/errors.h"
 #include "utils/core/fs_atomic.h"
 #include "utils/core/log.h"
+#include "utils/core/paths.h"
+#include "utils/core/unpickler.h"
 
 namespace yolo {
 
@@ -19,37 +23,65 @@ StateDict state_dict(const torch::nn::Module& module) {
 
 namespace {
 
-bool to_state_dict(const c10::IValue& v, StateDict& out) {
-  if (!v.isGenericDict()) return false;
-  for (const auto& kv : v.toGenericDict()) {
-    if (!kv.key().isString() || !kv.value().isTensor()) return false;
-    out[kv.key().toStringRef()] = kv.value().toTensor();
+// {name: tensor}: true and `out` filled, or false for anything else.
+bool to_state_dict(const PyValue& v, StateDict& out) {
+  if (!v.is(PyValue::Type::kDict)) return false;
+  for (const auto& [k, t] : v.entries) {
+    if (!k->is(PyValue::Type::kStr) || !t->is(PyValue::Type::kTensor)) return false;
+    out[k->text] = t->tensor;
   }
   return true;
 }
 
+const char* const kReadHint =
+    "; weights are YOLOv5 .pt files, checkpoints written by this trainer, or a saved "
+    "{name: tensor} state_dict";
+
 }  // namespace
 
-StateDict read_state_dict(const std::string& path) {
-  const c10::IValue v = read_pickle_archive(
-      path, "weights file",
-      "; YOLOv5 .pt files: convert them with scripts/export_yolov5_weights.py; an OrderedDict "
-      "state_dict: save dict(model.state_dict()) instead");
-  StateDict sd;
-  if (to_state_dict(v, sd)) return sd;
-  if (v.isGenericDict()) {
-    const auto d = v.toGenericDict();
-    for (const auto& kv : d) {
-      if (kv.key().isString() && kv.key().toStringRef() == "model" &&
-          to_state_dict(kv.value(), sd)) {
-        return sd;
-      }
-    }
+WeightsFile read_weights_file(const std::string& path) {
+  const PyRef root =
+      unpickle_torch_archive(path, "weights file", is_yolov5_checkpoint_global, kReadHint);
+  WeightsFile out;
+  if (auto v5 = yolov5_checkpoint(*root, path)) {
+    out.weights = v5->model.empty() ? v5->ema : v5->model;
+    out.yolov5 = std::move(v5);
+    return out;
+  }
+  if (to_state_dict(*root, out.weights)) return out;
+  const PyValue* model = root->find("model");
+  if (model && to_state_dict(*model, out.weights)) {
+    const PyValue* opt = root->find("opt");
+    if (opt && opt->is(PyValue::Type::kStr)) out.opt_yaml = opt->text;
+    return out;
   }
   throw std::runtime_error(path +
-                           ": expected a dict of {name: tensor} (or a checkpoint with a "
-                           "'model' dict); got " +
-                           v.tagKind());
+                           ": expected a dict of {name: tensor}, a checkpoint with a 'model' "
+                           "dict, or a YOLOv5 checkpoint; got a " +
+                           root->type_name());
+}
+
+StateDict read_state_dict(const std::string& path) { return read_weights_file(path).weights; }
+
+bool is_yolov5_checkpoint(const std::string& path) {
+  try {
+    return read_weights_file(path).yolov5.has_value();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string model_cfg_for_weights(const std::string& weights) {
+  if (is_yolov5_checkpoint(weights)) return "";
+  // Other weights hold tensors only; the stem names the architecture (yolov5s.pt -> yolov5s).
+  const std::string stem = std::filesystem::path(weights).stem().string();
+  try {
+    return resolve_config(stem + ".yaml", ConfigKind::kModel, "--cfg");
+  } catch (const UsageError&) {
+    throw UsageError("--cfg: required with --weights " + weights +
+                     " (not a YOLOv5 checkpoint, so it holds tensors only; pass the model YAML, "
+                     "e.g. --cfg yolov5s.yaml)");
+  }
 }
 
 void write_state_dict(const StateDict& sd, const std::string& path) {
@@ -59,7 +91,8 @@ void write_state_dict(const StateDict& sd, const std::string& path) {
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
 }
 
-LoadReport load_state_dict(torch::nn::Module& module, const StateDict& sd) {
+LoadReport load_state_dict(torch::nn::Module& module, const StateDict& sd,
+                           const std::vector<std::string>& exclude) {
   LoadReport r;
   torch::NoGradGuard no_grad;
   StateDict own = state_dict(module);
@@ -69,6 +102,9 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& sd) {
   for (auto& [name, dst] : own) {
     auto it = sd.find(name);
     if (it == sd.end()) continue;
+    bool excluded = false;
+    for (const auto& x : exclude) excluded = excluded || name.find(x) != std::string::npos;
+    if (excluded) continue;
     if (it->second.sizes() != dst.sizes()) {
       ++r.mismatched;
       continue;
@@ -84,7 +120,12 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& sd) {
 }
 
 LoadReport load_weights(torch::nn::Module& module, const std::string& path) {
-  const LoadReport r = load_state_dict(module, read_state_dict(path));
+  return load_weights(module, read_weights_file(path), path);
+}
+
+LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file,
+                        const std::string& path, const std::vector<std::string>& exclude) {
+  const LoadReport r = load_state_dict(module, file.weights, exclude);
   log_info("Transferred " + std::to_string(r.transferred) + "/" + std::to_string(r.total) +
            " items from " + path);
   if (r.mismatched) {

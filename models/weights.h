@@ -1,10 +1,15 @@
 #pragma once
 // Weights as YOLOv5 state_dicts: a zip-format pickle of {name: tensor}, as written by Python's
-// `torch.save(dict(model.state_dict()), f)` and read back by `torch.load`.
+// `torch.save(dict(model.state_dict()), f)` and read back by `torch.load`. Reading also takes this
+// trainer's checkpoints and YOLOv5's own .pt files (models/yolov5_checkpoint.h).
 #include <torch/nn/module.h>
 
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "models/yolov5_checkpoint.h"
 
 namespace yolo {
 
@@ -13,10 +18,27 @@ using StateDict = std::map<std::string, torch::Tensor>;
 // Every parameter and buffer of `module` by its dotted name.
 StateDict state_dict(const torch::nn::Module& module);
 
-// Reads a weights file. Accepts a plain {name: tensor} dict, or a checkpoint dict whose "model"
-// entry is one. Throws std::runtime_error naming the file when it is missing, not a zip pickle,
-// truncated, or holds something else.
+struct WeightsFile {
+  StateDict weights;                       // what training starts from (float32 for YOLOv5's)
+  std::string opt_yaml;                    // this trainer's checkpoints: the run's opt.yaml text
+  std::optional<Yolov5Checkpoint> yolov5;  // set for YOLOv5's own .pt files
+};
+
+// Reads a weights file: a plain {name: tensor} dict (or an OrderedDict state_dict), a checkpoint
+// dict whose "model" entry is one (this trainer's), or a YOLOv5 checkpoint (the `model` entry's
+// state_dict, as YOLOv5's train.py fine-tunes from). Nothing in the file is executed. Throws
+// std::runtime_error naming the file when it is missing, not a zip pickle, truncated, names a
+// class outside the allow-list, or holds something else.
+WeightsFile read_weights_file(const std::string& path);
 StateDict read_state_dict(const std::string& path);
+
+// Whether `path` is a YOLOv5 checkpoint (false for anything else, readable or not).
+bool is_yolov5_checkpoint(const std::string& path);
+
+// The model YAML for `--weights W` without --cfg: "" when W is a YOLOv5 checkpoint (the
+// architecture is in the file), else the model YAML named by W's stem (yolov5s.pt ->
+// yolov5s.yaml). Throws UsageError when neither is there.
+std::string model_cfg_for_weights(const std::string& weights);
 
 // Writes `sd` atomically; the file loads with Python's torch.load.
 void write_state_dict(const StateDict& sd, const std::string& path);
@@ -29,11 +51,15 @@ struct LoadReport {
   int parameters = 0;   // transferred entries that are parameters (not buffers)
 };
 
-// YOLOv5's intersect_dicts: copies entries whose name and shape match, skips the rest.
-LoadReport load_state_dict(torch::nn::Module& module, const StateDict& sd);
+// YOLOv5's intersect_dicts: copies entries whose name and shape match, skips the rest and those
+// whose name contains a string in `exclude`.
+LoadReport load_state_dict(torch::nn::Module& module, const StateDict& sd,
+                           const std::vector<std::string>& exclude = {});
 
-// read + load + log "Transferred a/b items from FILE". Throws when fewer than half of the
-// model's parameters match (weights of another architecture).
+// load + log "Transferred a/b items from FILE". Throws when fewer than half of the model's
+// parameters match (weights of another architecture).
+LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file,
+                        const std::string& path, const std::vector<std::string>& exclude = {});
 LoadReport load_weights(torch::nn::Module& module, const std::string& path);
 
 }  // namespace yolo

@@ -71,8 +71,22 @@ TEST(CheckpointSafety, GlobalsAreNeverCalled) {
     expect_refused(p, {"code"});
     EXPECT_FALSE(fs::exists(marker)) << kind << " ran its payload";
   }
+  // Checkpoints (LibTorch's unpickler) refuse protocol 4; weights files (the restricted
+  // unpickler, which reads YOLOv5's pickled models) refuse the global it names.
   yolo::test::write_pickle_archive(d / "p4.pt", "protocol4", "touch " + marker);
-  expect_refused(d / "p4.pt", {"protocol"});
+  expect_refused(d / "p4.pt", {"p4.pt"});
+  EXPECT_THROW(
+      try { yolo::load_checkpoint(d / "p4.pt"); } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("protocol"), std::string::npos) << e.what();
+        throw;
+      },
+      std::runtime_error);
+  EXPECT_THROW(
+      try { yolo::read_state_dict(d / "p4.pt"); } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("os.system"), std::string::npos) << e.what();
+        throw;
+      },
+      std::runtime_error);
   EXPECT_FALSE(fs::exists(marker));
 }
 

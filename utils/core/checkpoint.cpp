@@ -14,36 +14,18 @@
 #include <iterator>
 
 #include "utils/core/fs_atomic.h"
+#include "utils/core/torch_archive.h"
 
 namespace yolo {
 namespace {
 
-// LibTorch 1.13's MemoryReadAdapter (behind torch::pickle_load) copies whatever range miniz asks
-// for, so a damaged zip makes it read past the buffer (ASan: heap-use-after-free on a truncated
-// last.pt). This adapter clamps every read to the buffer; miniz sees the short read and reports
-// a damaged archive.
-class BoundedReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
- public:
-  explicit BoundedReadAdapter(const std::vector<char>& bytes) : bytes_(bytes) {}
-  size_t size() const override { return bytes_.size(); }
-  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
-    if (pos >= bytes_.size()) return 0;
-    n = static_cast<size_t>(std::min<uint64_t>(n, bytes_.size() - pos));
-    std::memcpy(buf, bytes_.data() + pos, n);
-    return n;
-  }
-
- private:
-  const std::vector<char>& bytes_;
-};
-
 // torch::pickle_load on the bounded adapter: the same archive layout and unpickler.
 c10::IValue pickle_load_bounded(const std::vector<char>& bytes) {
-  caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReadAdapter>(bytes));
+  const auto reader = open_torch_zip(bytes);
   return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
                                            /*type_resolver=*/c10::nullopt,
                                            /*obj_loader=*/c10::nullopt, /*device=*/c10::nullopt,
-                                           reader);
+                                           *reader);
 }
 
 }  // namespace
@@ -133,52 +115,11 @@ void save_checkpoint(const Checkpoint& c, const std::string& path) {
 
 c10::IValue read_pickle_archive(const std::string& path, const std::string& kind,
                                 const std::string& hint) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open the " + kind + " (does it exist?)");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  // A torch.save zip starts with the local file header "PK\3\4".
-  if (bytes.size() < 4 || bytes[0] != 'P' || bytes[1] != 'K' || bytes[2] != 3 || bytes[3] != 4) {
-    throw std::runtime_error(
-        path + ": not a " + kind +
-        ": not a zip-format torch.save file (empty, legacy or foreign format)" + hint);
-  }
+  const std::vector<char> bytes = read_torch_zip_bytes(path, kind, hint);
   try {
     return pickle_load_bounded(bytes);
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    what = what.substr(0, what.find('\n'));
-    // Caffe2's "[enforce fail at inline_container.cc:165] . " prefix says nothing to a user.
-    if (what.rfind("[enforce fail at ", 0) == 0 && what.find("] ") != std::string::npos) {
-      what = what.substr(what.find("] ") + 2);
-      if (what.rfind(". ", 0) == 0) what = what.substr(2);
-    }
-    const std::string no_code =
-        "; checkpoints and weights may hold only tensors and plain values, and loading never "
-        "executes code";
-    const auto global = what.find("found unknown ");
-    if (global != std::string::npos) {
-      // "Unpickler found unknown type os.system" / "... unknown torch global, 'torch.x'"
-      const auto name = what.find_last_of(" '", what.size() - 2);
-      std::string ref = what.substr(name + 1);
-      if (!ref.empty() && ref.back() == '\'') ref.pop_back();
-      throw std::runtime_error(path + ": refused: the pickle calls Python code (" + ref + ")" +
-                               no_code);
-    }
-    if (what.find("Unknown opcode") != std::string::npos) {
-      throw std::runtime_error(path + ": refused: the pickle uses an opcode LibTorch does not " +
-                               "load (" + what + ")" + no_code);
-    }
-    if (what.find("Pickle protocol") != std::string::npos) {
-      throw std::runtime_error(path + ": refused: not pickle protocol 2, the one torch.save " +
-                               "writes (" + what + "); save it with torch.save" + no_code);
-    }
-    if (what.find("maximum supported version") != std::string::npos) {
-      throw std::runtime_error(path + ": written in a newer torch.save format than this " +
-                               "LibTorch reads (" + what + "); re-save it with an older torch");
-    }
-    throw std::runtime_error(path + ": cannot read the " + kind + " (" + what +
-                             "); the file may be truncated or damaged" + hint);
+    throw_archive_error(path, kind, hint, e);
   }
 }
 

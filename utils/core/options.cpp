@@ -642,27 +642,17 @@ void validate_options(const Options& o) {
 }
 
 void resolve_option_files(Options& o) {
-  if (o.cfg.empty() && !o.weights.empty()) {
-    // A weights file holds tensors only; its stem names the architecture (yolov5s.pt -> yolov5s).
-    const std::string stem = std::filesystem::path(o.weights).stem().string();
-    try {
-      o.cfg = resolve_config(stem + ".yaml", ConfigKind::kModel, "--cfg");
-    } catch (const UsageError&) {
-      throw UsageError(
-          "--cfg: required with --weights " + o.weights +
-          " (weights hold tensors only; pass the model YAML, e.g. --cfg yolov5s.yaml)");
-    }
-  }
-  if (o.cfg.empty()) o.cfg = "yolov5s.yaml";
-  o.cfg = resolve_config(o.cfg, ConfigKind::kModel, "--cfg");
+  // With --weights and no --cfg the weights name the architecture (read by the trainer).
+  if (o.cfg.empty() && o.weights.empty()) o.cfg = "yolov5s.yaml";
+  if (!o.cfg.empty()) o.cfg = resolve_config(o.cfg, ConfigKind::kModel, "--cfg");
   o.data = resolve_config(o.data, ConfigKind::kData, "--data");
   o.hyp = resolve_config(o.hyp, ConfigKind::kHyp, "--hyp");
   std::error_code ec;
   if (!o.weights.empty() && !std::filesystem::is_regular_file(o.weights, ec)) {
     throw UsageError("--weights: file '" + o.weights +
-                     "' not found; this trainer does not download weights (convert a YOLOv5 .pt "
-                     "with scripts/export_yolov5_weights.py, or pass --weights '' to start from "
-                     "scratch)");
+                     "' not found; this trainer does not download weights (pass a local YOLOv5 .pt "
+                     "such as yolov5s.pt, or one this trainer wrote, or --weights '' to start "
+                     "from scratch)");
   }
 }
 

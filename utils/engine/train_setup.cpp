@@ -14,6 +14,7 @@
 #include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
+#include "utils/core/fs_atomic.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/yaml_io.h"
@@ -32,6 +33,13 @@ Options resume_options(const Options& cli, bool strict) {
   std::error_code ec;
   if (!fs::is_regular_file(ckpt, ec)) {
     throw UsageError("--resume: checkpoint '" + ckpt + "' not found");
+  }
+  if (is_yolov5_checkpoint(ckpt)) {
+    throw UsageError("--resume: " + ckpt +
+                     " is a YOLOv5 checkpoint; its optimizer state is Python's (PyTorch's "
+                     "optimizer and YOLOv5's own opt), which this trainer cannot continue. Start "
+                     "a new run from its weights instead: --weights " + ckpt +
+                     " (the epochs start over)");
   }
   const fs::path run_dir = fs::absolute(ckpt).parent_path().parent_path();
   const fs::path opt_yaml = run_dir / "opt.yaml";
@@ -87,6 +95,20 @@ bool augment_on_device(const TrainSetup& s) {
   return false;
 }
 
+// --weights: read now, so a bad file fails before the run dir is made. Without --cfg a YOLOv5
+// checkpoint gives the architecture; other weights name it by their stem.
+void read_initial_weights(TrainSetup& s, Options& opt) {
+  s.weights_file = read_weights_file(opt.weights);
+  if (!opt.cfg.empty()) return;
+  if (s.weights_file->yolov5) {
+    s.model_yaml = s.weights_file->yolov5->model_yaml;
+    log_info("model: the architecture of " + opt.weights + " (" +
+             s.weights_file->yolov5->model_class + ")");
+  } else {
+    opt.cfg = model_cfg_for_weights(opt.weights);
+  }
+}
+
 // Options in force, files resolved, device chosen and the process group up. After a torchrun
 // restart (--max_restarts) the run continues from its last.pt.
 void resolve_run(TrainSetup& s, Options opt) {
@@ -105,6 +127,7 @@ void resolve_run(TrainSetup& s, Options opt) {
       resolve_option_files(opt);
     }
   }
+  if (!opt.resume && !opt.weights.empty()) read_initial_weights(s, opt);
   s.opt = std::move(opt);
   s.loop = {s.opt.epochs,  s.opt.patience,    s.opt.seed,          s.opt.noval,
             s.opt.noplots, s.opt.multi_scale, s.opt.image_weights, s.opt.optimizer};
@@ -145,6 +168,12 @@ void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
   const fs::path wdir = fs::path(opt.save_dir) / "weights";
   if (rank0) fs::create_directories(wdir);
   s.paths = {opt.save_dir, wdir.string(), (wdir / "last.pt").string(), (wdir / "best.pt").string()};
+  if (!s.model_yaml.empty()) {
+    // The architecture from a YOLOv5 checkpoint becomes the run's model YAML: opt.yaml names it,
+    // so --resume and val/detect on this run's weights find it.
+    opt.cfg = (fs::path(opt.save_dir) / "model.yaml").string();
+    if (s.dist.is_rank0()) write_file_atomic(opt.cfg, s.model_yaml);
+  }
   if (opt.resume) {
     if (resume_ckpt.epoch + 1 >= opt.epochs) {
       log_info(opt.resume_path + " training to " + std::to_string(opt.epochs) +
@@ -192,7 +221,9 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
   ensure_dataset(s.data, s.dist.is_rank0(), s.dist.rank0_first("dataset"));
   s.names = opt.single_cls ? std::vector<std::string>{"item"} : s.data.names;
   s.nc = opt.single_cls ? 1 : s.data.nc;
-  s.model = build_model(opt.cfg, s.nc);
+  s.model = s.model_yaml.empty()
+                ? build_model(opt.cfg, s.nc)
+                : DetectionModel(parse_model_spec_string(s.model_yaml, opt.weights + " (its model yaml)"), s.nc);
   if (opt.resume) {
     const LoadReport r = load_state_dict(*s.model, resume_ckpt.train_model);
     if (r.transferred != r.total) {
@@ -200,8 +231,12 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
                                opt.cfg + " (" + std::to_string(r.transferred) + "/" +
                                std::to_string(r.total) + " entries)");
     }
-  } else if (!opt.weights.empty()) {
-    load_weights(*s.model, opt.weights);
+  } else if (s.weights_file) {
+    // YOLOv5 keeps the anchors of a --cfg given with the weights (AutoAnchor may refit them).
+    std::vector<std::string> exclude;
+    if (opt.was_given("cfg")) exclude.push_back("anchor");
+    load_weights(*s.model, *s.weights_file, opt.weights, exclude);
+    s.weights_file.reset();
   }
   s.model->to(s.dev.device);
   // auto: channels-last on the CPU (oneDNN) and on CUDA, where AMP's tensor-core convolutions

@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/dataset_config.h"
 #include "data/loader.h"
+#include "models/weights.h"
 #include "models/yolo.h"
 #include "utils/core/cpu_resources.h"
 #include "utils/core/device.h"
@@ -82,6 +83,10 @@ struct TrainSetup {
   DatasetConfig data;
   std::vector<std::string> names;
   int nc = 0, imgsz = 0, stride = 32;
+  // --weights, read once at start (dropped once loaded); its model YAML text when the
+  // architecture comes from a YOLOv5 checkpoint (no --cfg).
+  std::optional<WeightsFile> weights_file;
+  std::string model_yaml;
   DetectionModel model{nullptr};
   DetectionModel ema_model{nullptr};  // rank 0 only
   std::unique_ptr<ModelEMA> ema;      // rank 0 only

@@ -11,6 +11,48 @@
 #include "utils/core/paths.h"
 
 namespace yolo {
+namespace {
+
+// A YOLOv5 checkpoint: its EMA (else its model), architecture and class names. --cfg replaces
+// the architecture; --data must name as many classes as the weights detect.
+LoadedModel load_yolov5_for_inference(const std::string& weights, const Yolov5Checkpoint& ck,
+                                      const std::string& cfg, const std::string& data) {
+  LoadedModel out;
+  out.data = data;
+  ModelSpec spec = cfg.empty() ? parse_model_spec_string(ck.model_yaml, weights + " (its model yaml)")
+                               : parse_model_spec_file(resolve_config(cfg, ConfigKind::kModel, "--cfg"));
+  out.cfg = cfg.empty() ? spec.source : resolve_config(cfg, ConfigKind::kModel, "--cfg");
+  const StateDict& sd = ck.inference_weights();
+  const int na = static_cast<int>(spec.anchors[0].size() / 2);
+  const auto bias = sd.find("model." + std::to_string(spec.layers.size() - 1) + ".m.0.bias");
+  const int nc = bias != sd.end() && bias->second.dim() == 1
+                     ? static_cast<int>(bias->second.size(0) / na) - 5
+                     : ck.nc;
+  out.names = ck.names;
+  if (!data.empty()) {
+    const DatasetConfig dc = load_dataset_config(resolve_config(data, ConfigKind::kData, "--data"));
+    if (dc.nc != nc) {
+      throw std::runtime_error(weights + ": the weights detect " + std::to_string(nc) +
+                               " classes but " + data + " names " + std::to_string(dc.nc) +
+                               "; pass the --data the model was trained on");
+    }
+    if (out.names.empty()) out.names = dc.names;
+  }
+  if (static_cast<int>(out.names.size()) != nc) {
+    out.names.clear();
+    for (int c = 0; c < nc; ++c) out.names.push_back("class" + std::to_string(c));
+  }
+  out.model = DetectionModel(std::move(spec), nc);
+  const LoadReport r = load_state_dict(*out.model, sd);
+  if (r.transferred != r.total) {
+    throw std::runtime_error(weights + ": only " + std::to_string(r.transferred) + "/" +
+                             std::to_string(r.total) + " entries match the model " + out.cfg +
+                             (cfg.empty() ? " it describes" : "; pass the matching --cfg"));
+  }
+  return out;
+}
+
+}  // namespace
 
 LoadedModel load_model_for_inference(const std::string& weights, const std::string& cfg,
                                      const std::string& data) {
@@ -20,21 +62,16 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
     throw UsageError("--weights: file '" + weights + "' not found");
   }
   LoadedModel out;
-  StateDict sd;
-  bool from_checkpoint = false;
-  try {
-    Checkpoint ck = load_checkpoint(weights);
-    sd = std::move(ck.model);
-    from_checkpoint = true;
-    if (!ck.opt.empty()) {
-      const YAML::Node opt = YAML::Load(ck.opt);
-      if (opt["cfg"]) out.cfg = opt["cfg"].as<std::string>();
-      if (opt["data"]) out.data = opt["data"].as<std::string>();
-      if (opt["single_cls"]) out.single_cls = opt["single_cls"].as<bool>();
-    }
-  } catch (const std::exception&) {
-    sd = read_state_dict(weights);  // a plain {name: tensor} dict; its errors name the file
+  WeightsFile wf = read_weights_file(weights);
+  StateDict sd = std::move(wf.weights);
+  const bool from_checkpoint = !wf.opt_yaml.empty();
+  if (from_checkpoint) {
+    const YAML::Node opt = YAML::Load(wf.opt_yaml);
+    if (opt["cfg"]) out.cfg = opt["cfg"].as<std::string>();
+    if (opt["data"]) out.data = opt["data"].as<std::string>();
+    if (opt["single_cls"]) out.single_cls = opt["single_cls"].as<bool>();
   }
+  if (wf.yolov5) return load_yolov5_for_inference(weights, *wf.yolov5, cfg, data);
   if (!cfg.empty()) out.cfg = cfg;
   if (!data.empty()) out.data = data;
   if (out.cfg.empty()) {
