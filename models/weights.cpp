@@ -1,6 +1,7 @@
 #include "models/weights.h"
 
 #include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <set>
@@ -71,16 +72,26 @@ bool is_yolov5_checkpoint(const std::string& path) {
   }
 }
 
-std::string model_cfg_for_weights(const std::string& weights) {
-  if (is_yolov5_checkpoint(weights)) return "";
-  // Other weights hold tensors only; the stem names the architecture (yolov5s.pt -> yolov5s).
+std::string model_cfg_for_weights(const WeightsFile& file, const std::string& weights) {
+  if (file.yolov5) return "";
+  if (!file.opt_yaml.empty()) {
+    try {
+      const YAML::Node opt = YAML::Load(file.opt_yaml);
+      if (opt["cfg"] && opt["cfg"].IsScalar()) {
+        return resolve_config(opt["cfg"].Scalar(), ConfigKind::kModel, "--cfg");
+      }
+    } catch (const std::exception&) {
+      // A damaged opt text or a model YAML that is gone: fall back to the file name.
+    }
+  }
+  // Plain weights hold tensors only; the stem names the architecture (yolov5s.pt -> yolov5s).
   const std::string stem = std::filesystem::path(weights).stem().string();
   try {
     return resolve_config(stem + ".yaml", ConfigKind::kModel, "--cfg");
   } catch (const UsageError&) {
     throw UsageError("--cfg: required with --weights " + weights +
-                     " (not a YOLOv5 checkpoint, so it holds tensors only; pass the model YAML, "
-                     "e.g. --cfg yolov5s.yaml)");
+                     " (it is not a YOLOv5 checkpoint and names no model YAML that exists; pass "
+                     "the model YAML, e.g. --cfg yolov5s.yaml)");
   }
 }
 

@@ -36,12 +36,10 @@ StateDict read_state_dict(const std::string& path);
 bool is_yolov5_checkpoint(const std::string& path);
 
 // The model YAML for `--weights W` without --cfg: "" when W is a YOLOv5 checkpoint (the
-// architecture is in the file), else the model YAML named by W's stem (yolov5s.pt ->
-// yolov5s.yaml). Throws UsageError when neither is there.
-std::string model_cfg_for_weights(const std::string& weights);
-
-// Writes `sd` atomically; the file loads with Python's torch.load.
-void write_state_dict(const StateDict& sd, const std::string& path);
+// architecture is in the file), the run's model YAML for a checkpoint of this trainer (its
+// opt.yaml names it) while that exists, else the one W's stem names (yolov5s.pt ->
+// yolov5s.yaml). Throws UsageError when none is there.
+std::string model_cfg_for_weights(const WeightsFile& file, const std::string& weights);
 
 struct LoadReport {
   int transferred = 0;  // entries copied

@@ -14,6 +14,15 @@ namespace {
 using Type = PyValue::Type;
 
 constexpr int kMaxDepth = 64;  // modules and YAML nest a few levels; more is a hostile file
+// Modules, weights and YAML values visited: yolov5x has about 700 modules and 745 weights. A
+// pickle may share one child under many names (a DAG whose paths grow exponentially), so the
+// walks count every visit, and a tensor met again is the same tensor, not another copy.
+constexpr int64_t kMaxVisits = 100000;
+
+struct Walk {
+  int64_t visits = 0;
+  std::map<const PyValue*, at::Tensor> converted;
+};
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
@@ -38,8 +47,11 @@ at::Tensor as_weight(const at::Tensor& t) {
 // A module's parameters and persistent buffers, then its submodules', under `prefix`: the
 // names state_dict() gives them.
 void collect_state(const PyValue& module, const std::string& prefix, int depth,
-                   const std::string& path, Yolov5Checkpoint::Weights& out) {
+                   const std::string& path, Yolov5Checkpoint::Weights& out, Walk& walk) {
   if (depth > kMaxDepth) malformed(path, "modules nested deeper than " + std::to_string(kMaxDepth));
+  if (++walk.visits > kMaxVisits) {
+    malformed(path, "more than " + std::to_string(kMaxVisits) + " modules and weights");
+  }
   if (!module.is(Type::kObject) || !module.state) {
     malformed(path, "'" + prefix + "' is a " + module.type_name() + ", not a module");
   }
@@ -59,7 +71,14 @@ void collect_state(const PyValue& module, const std::string& prefix, int depth,
       if (!v->is(Type::kTensor)) {
         malformed(path, "'" + prefix + k->text + "' is a " + v->type_name() + ", not a tensor");
       }
-      out[prefix + k->text] = as_weight(v->tensor);
+      if (++walk.visits > kMaxVisits) {
+        malformed(path, "more than " + std::to_string(kMaxVisits) + " modules and weights");
+      }
+      auto known = walk.converted.find(v.get());
+      if (known == walk.converted.end()) {
+        known = walk.converted.emplace(v.get(), as_weight(v->tensor)).first;
+      }
+      out[prefix + k->text] = known->second;
     }
   }
   const PyValue* children = module.find("_modules");
@@ -67,7 +86,9 @@ void collect_state(const PyValue& module, const std::string& prefix, int depth,
   if (!children->is(Type::kDict)) malformed(path, prefix + "_modules is not a dict");
   for (const auto& [k, v] : children->entries) {
     if (!k->is(Type::kStr)) malformed(path, prefix + "_modules has a non-string name");
-    if (!v->is(Type::kNone)) collect_state(*v, prefix + k->text + ".", depth + 1, path, out);
+    if (!v->is(Type::kNone)) {
+      collect_state(*v, prefix + k->text + ".", depth + 1, path, out, walk);
+    }
   }
 }
 
@@ -80,8 +101,10 @@ std::string float_text(double v) {
   return s;
 }
 
-void emit(YAML::Emitter& e, const PyValue& v, int depth, const std::string& path) {
+void emit(YAML::Emitter& e, const PyValue& v, int depth, const std::string& path,
+          int64_t& visits) {
   if (depth > kMaxDepth) malformed(path, "its model yaml nests too deep");
+  if (++visits > kMaxVisits) malformed(path, "its model yaml holds too many values");
   switch (v.type) {
     case Type::kNone: e << YAML::Null; return;
     case Type::kBool: e << (v.boolean ? "True" : "False"); return;
@@ -91,7 +114,7 @@ void emit(YAML::Emitter& e, const PyValue& v, int depth, const std::string& path
     case Type::kList:
     case Type::kTuple:
       e << YAML::Flow << YAML::BeginSeq;
-      for (const auto& i : v.items) emit(e, *i, depth + 1, path);
+      for (const auto& i : v.items) emit(e, *i, depth + 1, path, visits);
       e << YAML::EndSeq;
       return;
     case Type::kDict:
@@ -99,7 +122,7 @@ void emit(YAML::Emitter& e, const PyValue& v, int depth, const std::string& path
       for (const auto& [k, val] : v.entries) {
         if (!k->is(Type::kStr)) malformed(path, "its model yaml has a non-string key");
         e << YAML::Key << k->text << YAML::Value;
-        emit(e, *val, depth + 1, path);
+        emit(e, *val, depth + 1, path, visits);
       }
       e << YAML::EndMap;
       return;
@@ -156,7 +179,8 @@ bool is_yolov5_checkpoint_global(const std::string& q) {
 std::string yaml_text_of(const PyValue& yaml, const std::string& path) {
   if (!yaml.is(Type::kDict)) malformed(path, "its model's 'yaml' is a " + yaml.type_name());
   YAML::Emitter e;
-  emit(e, yaml, 0, path);
+  int64_t visits = 0;
+  emit(e, yaml, 0, path, visits);
   if (!e.good()) malformed(path, "its model yaml cannot be written (" + e.GetLastError() + ")");
   return std::string(e.c_str()) + "\n";
 }
@@ -174,8 +198,9 @@ std::optional<Yolov5Checkpoint> yolov5_checkpoint(const PyValue& root, const std
     malformed(path, "its model is a " + m.text +
                         "; this trainer trains and runs detection models (DetectionModel)");
   }
-  collect_state(m, "", 0, path, c.model);
-  if (is_model_object(ema) && is_model_object(model)) collect_state(*ema, "", 0, path, c.ema);
+  Walk walk;
+  collect_state(m, "", 0, path, c.model, walk);
+  if (is_model_object(ema) && is_model_object(model)) collect_state(*ema, "", 0, path, c.ema, walk);
   const PyValue* yaml = m.find("yaml");
   if (!yaml) malformed(path, "its model has no 'yaml' (the architecture)");
   c.model_yaml = yaml_text_of(*yaml, path);

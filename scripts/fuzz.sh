@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzes the label parser, the label cache and the YAML loaders with libFuzzer (clang) for a
-# bounded time. Opt-in: not part of the default build or ctest.
+# Fuzzes the label parser, the label cache, the YAML loaders and the restricted unpickler (YOLOv5
+# checkpoints) with libFuzzer (clang) for a bounded time. Opt-in: not part of the default build or ctest.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]
-#   targets: fuzz_labels fuzz_yaml (default: both). Builds into build-fuzz/ (clang, ASan+UBSan,
+#   targets: fuzz_labels fuzz_yaml fuzz_pickle (default: all). Builds into build-fuzz/ (clang, ASan+UBSan,
 #   libFuzzer instrumentation). Findings (crash-*, slow-unit-*) land in build-fuzz/fuzz-runs/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_labels fuzz_yaml)
+((${#targets[@]})) || targets=(fuzz_labels fuzz_yaml fuzz_pickle)
 # clang (libFuzzer) is needed only here, so it is installed here rather than by setup.sh.
 if ! command -v clang++ >/dev/null; then
   SUDO=""
@@ -40,6 +40,7 @@ for t in "${targets[@]}"; do
   case $t in
     fuzz_labels) printf '0 0.5 0.5 0.2 0.2\n1 0.1 0.2 0.5 0.2 0.5 0.6 0.1 0.6\n' >"$dir/corpus/seed.txt" ;;
     fuzz_yaml) seeds=(configs/data configs/models hyp) ;;
+    fuzz_pickle) python3 tests/reliability/fuzz/pickle_seeds.py "$dir/corpus" ;;
   esac
   echo "fuzz: $t for ${secs}s"
   (cd "$dir" && TMPDIR="$PWD/tmp" "$OLDPWD/$BUILD_DIR/fuzz/$t" -max_total_time="$secs" -max_len=4096 \

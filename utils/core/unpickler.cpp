@@ -471,7 +471,7 @@ class Machine {
   }
 
   [[noreturn]] void unknown_op(uint8_t op, size_t at) {
-    static const std::string kCode = "iocP";  // INST, OBJ (globals by text), PERSID
+    static const std::string kCode = "ioP";  // INST, OBJ (globals by text), PERSID
     char hex[8];
     std::snprintf(hex, sizeof(hex), "0x%02x", op);
     pos_ = at;
@@ -499,7 +499,6 @@ class StorageLoader {
   explicit StorageLoader(caffe2::serialize::PyTorchStreamReader* reader) : reader_(reader) {}
 
   PyRef operator()(const PyValue& pid) {
-    if (!reader_) throw PickleError("malformed pickle data: a persistent id outside an archive");
     if (!pid.is(Type::kTuple) || pid.items.size() != 5 || !pid.items[0]->is(Type::kStr) ||
         pid.items[0]->text != "storage" || !pid.items[1]->is(Type::kGlobal) ||
         !pid.items[2]->is(Type::kStr) || !pid.items[4]->is(Type::kInt)) {
@@ -514,6 +513,7 @@ class StorageLoader {
     if (known != loaded_.end()) return known->second;
     const int64_t numel = pid.items[4]->integer;
     const auto elem = static_cast<int64_t>(c10::elementSize(type->second));
+    if (!reader_) return zeros(key, type->second, numel);
     const std::string record = "data/" + key;
     if (key.find('/') != std::string::npos || !reader_->hasRecord(record)) {
       throw PickleError("malformed pickle data: storage '" + printable(key) +
@@ -534,8 +534,22 @@ class StorageLoader {
   }
 
  private:
+  // Without an archive: zeros of the claimed size, at most 2^24 elements in all.
+  PyRef zeros(const std::string& key, at::ScalarType type, int64_t numel) {
+    if (numel < 0 || numel > (int64_t(1) << 24) - zeros_) {
+      throw PickleError("storage '" + printable(key) + "' claims " + std::to_string(numel) +
+                        " elements (wrong tensor sizes)");
+    }
+    zeros_ += numel;
+    PyRef s = make(Type::kStorage);
+    s->tensor = at::zeros({numel}, at::TensorOptions().dtype(type));
+    loaded_[key] = s;
+    return s;
+  }
+
   caffe2::serialize::PyTorchStreamReader* reader_;
   std::map<std::string, PyRef> loaded_;
+  int64_t zeros_ = 0;
 };
 
 }  // namespace

@@ -74,8 +74,8 @@ using GlobalPolicy = std::function<bool(const std::string& qualified_name)>;
 PyRef unpickle_torch_archive(const std::string& path, const std::string& kind,
                              const GlobalPolicy& allow, const std::string& hint = "");
 
-// The same on the bytes of data.pkl alone, with no archive (persistent ids are refused): for
-// tests and the fuzzer.
+// The same on the bytes of data.pkl alone, with no archive: each storage is zeros of the size it
+// claims (at most 2^24 elements). For tests and the fuzzer.
 PyRef unpickle_bytes(const std::string& pickle, const std::string& source,
                      const GlobalPolicy& allow);
 

@@ -500,7 +500,9 @@ int run_launcher(const Options& opt, int argc, const char* const* argv) {
     // Bad file flags fail here once, rather than once per worker.
     Options probe = opt;
     resolve_option_files(probe);
-    if (probe.cfg.empty() && !probe.weights.empty()) model_cfg_for_weights(probe.weights);
+    if (probe.cfg.empty() && !probe.weights.empty()) {
+      model_cfg_for_weights(read_weights_file(probe.weights), probe.weights);
+    }
   }
   const int nproc = resolve_nproc(opt.nproc_per_node);
   LaunchConfig cfg = launch_config_from_env();

@@ -96,7 +96,7 @@ bool augment_on_device(const TrainSetup& s) {
 }
 
 // --weights: read now, so a bad file fails before the run dir is made. Without --cfg a YOLOv5
-// checkpoint gives the architecture; other weights name it by their stem.
+// checkpoint gives the architecture; other weights name their model YAML.
 void read_initial_weights(TrainSetup& s, Options& opt) {
   s.weights_file = read_weights_file(opt.weights);
   if (!opt.cfg.empty()) return;
@@ -105,7 +105,7 @@ void read_initial_weights(TrainSetup& s, Options& opt) {
     log_info("model: the architecture of " + opt.weights + " (" +
              s.weights_file->yolov5->model_class + ")");
   } else {
-    opt.cfg = model_cfg_for_weights(opt.weights);
+    opt.cfg = model_cfg_for_weights(*s.weights_file, opt.weights);
   }
 }
 
@@ -127,13 +127,13 @@ void resolve_run(TrainSetup& s, Options opt) {
       resolve_option_files(opt);
     }
   }
-  if (!opt.resume && !opt.weights.empty()) read_initial_weights(s, opt);
   s.opt = std::move(opt);
   s.loop = {s.opt.epochs,  s.opt.patience,    s.opt.seed,          s.opt.noval,
             s.opt.noplots, s.opt.multi_scale, s.opt.image_weights, s.opt.optimizer};
   s.loop.loss_read_interval = s.dev.device.is_cpu() ? 1 : kGpuLossReadInterval;
   s.augment_on_device = augment_on_device(s);
   log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + s.dev.description);
+  if (!s.opt.resume && !s.opt.weights.empty()) read_initial_weights(s, s.opt);
   s.threads = plan_threads(s.dev.device.is_cuda(), s.opt.workers, s.opt.was_given("workers"),
                            s.dist.world_size(), s.opt.batch_size / s.dist.world_size());
   apply_thread_plan(s.threads);

@@ -1,0 +1,220 @@
+"""Usage: test_yolov5_weights.py BIN_DIR FIXTURE_DIR WORK_DIR
+Our programs take YOLOv5 v7.0's own checkpoints: make_yolov5_fixture.py has YOLOv5 7.0.14's
+train.py fine-tune the shared model (WORK_DIR/fixture: best.pt, last_unstripped.pt and the
+names_list.pt, repo_layout.pt variants, with YOLOv5's detect.py and val.py results on best.pt).
+Then, with no --cfg (the architecture comes from the file):
+  - our detect on each file finds YOLOv5's detect.py boxes: at least 98 % of them have one of ours
+    of the same class, IoU >= 0.95 and |conf difference| <= 0.01, and 98 % of ours one of theirs;
+  - our val on best.pt gives YOLOv5's val.py mAP50 and mAP50-95 within 0.002;
+  - our train fine-tunes best.pt (its log says "Transferred"): its first epoch's mAP50 is far
+    above a from-scratch run's;
+  - train --resume last_unstripped.pt is a usage error (exit 2) naming the file and saying it is a
+    YOLOv5 checkpoint (its optimizer state is YOLOv5's, not ours);
+  - detect's and val's output name the classes as the file does (circle, rectangle, triangle).
+"""
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import cv2
+
+from interop_common import fail, run
+from make_yolov5_fixture import BATCH, CONF, IMGSZ, IOU, PT_FILES, VAL_CONF, VAL_IOU
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAP_TOL = 0.002
+
+
+def box_iou(a, b):
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def read_labels(label_dir, stem, w, h, rnd):
+    """--save-txt --save-conf rows as (cls, x1, y1, x2, y2, conf) in pixels; rnd rounds the corners
+    to whole pixels, as YOLOv5's detect.py does before writing them (ours are not rounded)."""
+    out = []
+    path = os.path.join(label_dir, stem + ".txt")
+    if os.path.exists(path):
+        for line in open(path):
+            c, cx, cy, bw, bh, conf = map(float, line.split())
+            box = [(cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h]
+            out.append((int(c), *[round(v) if rnd else v for v in box], conf))
+    return out
+
+
+def match(a, b):
+    """How many boxes of `a` have their own box in `b`: same class, |conf diff| <= 0.01, IoU >=
+    0.95 (greedy, best IoU first). Returns (matched, unmatched of a, min IoU, max |dconf|)."""
+    used, matched, missed, min_iou, max_dconf = set(), 0, [], 1.0, 0.0
+    for c, *box, conf in a:
+        best_j, best_iou = -1, 0.0
+        for j, (c2, *box2, conf2) in enumerate(b):
+            if j in used or c2 != c or abs(conf2 - conf) > 0.01:
+                continue
+            iou = box_iou(box, box2)
+            if iou > best_iou:
+                best_j, best_iou = j, iou
+        if best_iou >= 0.95:
+            used.add(best_j)
+            matched += 1
+            min_iou = min(min_iou, best_iou)
+            max_dconf = max(max_dconf, abs(b[best_j][5] - conf))
+        else:
+            missed.append((c, round(conf, 4), round(best_iou, 3)))
+    return matched, missed, min_iou, max_dconf
+
+
+def check_names(text, names, who):
+    """The class names in detect's per-image lines ('2 circles, 1 triangle') are the file's."""
+    seen = set()
+    for m in re.finditer(r"^image \d+/\d+ .*?: \d+x\d+ (.*?), [\d.]+ms", text, re.M):
+        for item in m.group(1).split(", "):
+            if item == "(no detections)":
+                continue
+            n, name = item.split(" ", 1)
+            if name not in names and not (name.endswith("s") and name[:-1] in names):
+                fail(f"{who}: class '{name}' in '{m.group(0)}' is not one of the file's {names}")
+            seen.add(name if name in names else name[:-1])
+    if not seen:
+        fail(f"{who}: no class names in its per-image lines")
+    return seen
+
+
+def compare_detect(bin_dir, weights, fx, work, names):
+    tag = os.path.splitext(os.path.basename(weights))[0]
+    images = os.path.join(fx, "shapes", "images", "val")
+    text = run([os.path.join(bin_dir, "detect"), "--weights", weights, "--source", images,
+                "--imgsz", str(IMGSZ), "--conf-thres", str(CONF), "--iou-thres", str(IOU),
+                "--save-txt", "--save-conf", "--nosave", "--project", work, "--name",
+                f"detect_{tag}"], os.path.join(work, f"detect_{tag}.log"))
+    check_names(text, names, f"our detect --weights {weights}")
+    ours_dir = os.path.join(work, f"detect_{tag}", "labels")
+    ref_dir = os.path.join(fx, "ref_detect", "labels")
+    n_ref = n_ours = m_ref = m_ours = 0
+    missed, min_iou, max_dconf = [], 1.0, 0.0
+    for f in sorted(os.listdir(images)):
+        stem = os.path.splitext(f)[0]
+        h, w = cv2.imread(os.path.join(images, f)).shape[:2]
+        ref = read_labels(ref_dir, stem, w, h, rnd=False)
+        ours = read_labels(ours_dir, stem, w, h, rnd=True)
+        n_ref, n_ours = n_ref + len(ref), n_ours + len(ours)
+        m, miss, lo, hi = match(ref, ours)
+        m_ref += m
+        missed += [(stem, *x) for x in miss]
+        min_iou, max_dconf = min(min_iou, lo), max(max_dconf, hi)
+        m_ours += match(ours, ref)[0]
+    if n_ref < 30:
+        fail(f"YOLOv5's detect.py found only {n_ref} boxes; the comparison needs more")
+    f_ref, f_ours = m_ref / n_ref, m_ours / max(n_ours, 1)
+    print(f"detect --weights {os.path.basename(weights)}: {m_ref}/{n_ref} of YOLOv5's boxes "
+          f"({100 * f_ref:.1f} %) and {m_ours}/{n_ours} of ours ({100 * f_ours:.1f} %) match "
+          f"(same class, IoU >= 0.95, |conf diff| <= 0.01; matched: IoU >= {min_iou:.4f}, "
+          f"|conf diff| <= {max_dconf:.5f})")
+    if f_ref < 0.98 or f_ours < 0.98:
+        fail(f"our detect --weights {weights}: only {100 * f_ref:.1f} % of YOLOv5's boxes and "
+             f"{100 * f_ours:.1f} % of ours match (need 98 %); YOLOv5's unmatched (image, class, "
+             f"conf, best IoU): {missed[:10]}")
+
+
+def val_rows(text, who):
+    """{'all' or class name: (mAP50, mAP50-95)} from a YOLOv5-style results table."""
+    rows = {}
+    for m in re.finditer(r"^\s+(\S+)\s+\d+\s+\d+" + r"\s+([-+\d.e]+)" * 4 + r"\s*$",
+                         text, re.M):
+        rows[m.group(1)] = (float(m.group(4)), float(m.group(5)))
+    if "all" not in rows:
+        fail(f"{who}: no 'all' row in its output")
+    return rows
+
+
+def first_epoch(results_csv, column="metrics/mAP_0.5"):
+    if not os.path.isfile(results_csv):
+        fail(f"{results_csv}: missing")
+    with open(results_csv) as f:
+        rows = [[v.strip() for v in r] for r in csv.reader(f)]
+    if column not in rows[0] or len(rows) < 2:
+        fail(f"{results_csv}: no '{column}' column or no epoch row (header {rows[0]})")
+    return float(rows[1][rows[0].index(column)])
+
+
+def main():
+    bin_dir, fixture, work = (os.path.abspath(p) for p in sys.argv[1:4])
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    fx = os.path.join(work, "fixture")
+    text = run([sys.executable, os.path.join(HERE, "make_yolov5_fixture.py"), fixture, fx],
+               os.path.join(work, "fixture.log"))
+    print("\n".join(l for l in text.splitlines() if l.startswith(("YOLOv5 best.pt", "Timings"))))
+    import json
+    import yaml
+    with open(os.path.join(fx, "ref_val.json")) as f:
+        ref = json.load(f)
+    data = os.path.join(fixture, "data.yaml")  # the same images, with our own label caches
+    with open(data) as f:
+        names = yaml.safe_load(f)["names"]
+
+    for name in PT_FILES:
+        compare_detect(bin_dir, os.path.join(fx, name), fx, work, names)
+
+    best = os.path.join(fx, "best.pt")
+    text = run([os.path.join(bin_dir, "val"), "--weights", best, "--data", data, "--imgsz",
+                str(IMGSZ), "--batch-size", str(BATCH), "--conf-thres", str(VAL_CONF),
+                "--iou-thres", str(VAL_IOU), "--noplots", "--project", work, "--name", "val"],
+               os.path.join(work, "val.log"))
+    rows = val_rows(text, "our val")
+    if set(rows) != {"all", *names}:
+        fail(f"our val's results rows are {sorted(rows)}, expected 'all' and the file's {names}")
+    m50, m5095 = rows["all"]
+    print(f"val --weights best.pt: mAP50 {m50}, mAP50-95 {m5095}; YOLOv5's val.py "
+          f"{ref['mAP50']:.5f}, {ref['mAP50-95']:.5f}")
+    if abs(m50 - ref["mAP50"]) > MAP_TOL or abs(m5095 - ref["mAP50-95"]) > MAP_TOL:
+        fail(f"our val: mAP50 {m50}, mAP50-95 {m5095}; YOLOv5's val.py {ref['mAP50']:.5f}, "
+             f"{ref['mAP50-95']:.5f} (tolerance {MAP_TOL})")
+
+    common = ["--data", data, "--imgsz", str(IMGSZ), "--batch-size", str(BATCH), "--noplots",
+              "--device", "cpu", "--seed", "0", "--project", work]
+    text = run([os.path.join(bin_dir, "train"), "--weights", best, "--epochs", "3", *common,
+                "--name", "finetune"], os.path.join(work, "finetune.log"))
+    if "Transferred" not in text:
+        fail("train --weights best.pt: no 'Transferred' line in its log")
+    run([os.path.join(bin_dir, "train"), "--weights", "", "--cfg", "yolov5n.yaml", "--epochs", "1",
+         *common, "--name", "scratch"], os.path.join(work, "scratch.log"))
+    ft = first_epoch(os.path.join(work, "finetune", "results.csv"))
+    sc = first_epoch(os.path.join(work, "scratch", "results.csv"))
+    # The shared model is small and briefly trained (YOLOv5's val.py: mAP50 ~0.1), so the bar is
+    # relative to what the file scores: half of it above the from-scratch run's first epoch.
+    need = sc + 0.5 * ref["mAP50"]
+    print(f"train --weights best.pt: first-epoch mAP50 {ft} (from scratch {sc}, need >= "
+          f"{need:.4f})")
+    if ft < need:
+        fail(f"fine-tuning best.pt: first-epoch mAP50 {ft}, from scratch {sc}; need >= {need:.4f} "
+             f"(from-scratch + half of YOLOv5's val.py mAP50 {ref['mAP50']:.4f}): were the "
+             "weights transferred?")
+
+    unstripped = os.path.join(fx, "last_unstripped.pt")
+    try:
+        p = subprocess.run([os.path.join(bin_dir, "train"), "--resume", unstripped],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=300, cwd=work)
+    except subprocess.TimeoutExpired:
+        fail(f"train --resume {unstripped} still ran after 300 s; it should refuse at once")
+    with open(os.path.join(work, "resume.log"), "w") as f:
+        f.write(p.stdout)
+    # A usage error (exit 2): the flag names a file this trainer cannot resume; not a crash or a run.
+    if p.returncode != 2 or unstripped not in p.stdout or "YOLOv5" not in p.stdout:
+        print(p.stdout[-2000:])
+        fail(f"train --resume {unstripped}: exit {p.returncode}, expected 2 with a message "
+             "naming the file and saying it is a YOLOv5 checkpoint")
+    print(f"train --resume last_unstripped.pt: exit {p.returncode}, "
+          f"{p.stdout.strip().splitlines()[-1]}")
+
+
+if __name__ == "__main__":
+    main()
