@@ -41,6 +41,9 @@ bool is_yolov5_checkpoint(const std::string& path);
 // yolov5s.yaml). Throws UsageError when none is there.
 std::string model_cfg_for_weights(const WeightsFile& file, const std::string& weights);
 
+// Writes `sd` atomically; the file loads with Python's torch.load.
+void write_state_dict(const StateDict& sd, const std::string& path);
+
 struct LoadReport {
   int transferred = 0;  // entries copied
   int total = 0;        // entries in the model
