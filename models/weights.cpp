@@ -134,8 +134,8 @@ LoadReport load_weights(torch::nn::Module& module, const std::string& path) {
   return load_weights(module, read_weights_file(path), path);
 }
 
-LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file,
-                        const std::string& path, const std::vector<std::string>& exclude) {
+LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file, const std::string& path,
+                        const std::vector<std::string>& exclude) {
   const LoadReport r = load_state_dict(module, file.weights, exclude);
   log_info("Transferred " + std::to_string(r.transferred) + "/" + std::to_string(r.total) +
            " items from " + path);

@@ -59,8 +59,8 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& sd,
 
 // load + log "Transferred a/b items from FILE". Throws when fewer than half of the model's
 // parameters match (weights of another architecture).
-LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file,
-                        const std::string& path, const std::vector<std::string>& exclude = {});
+LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file, const std::string& path,
+                        const std::vector<std::string>& exclude = {});
 LoadReport load_weights(torch::nn::Module& module, const std::string& path);
 
 }  // namespace yolo

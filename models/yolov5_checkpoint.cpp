@@ -1,8 +1,7 @@
 #include "models/yolov5_checkpoint.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <ATen/ATen.h>
+#include <yaml-cpp/yaml.h>
 
 #include <charconv>
 #include <set>
@@ -101,16 +100,25 @@ std::string float_text(double v) {
   return s;
 }
 
-void emit(YAML::Emitter& e, const PyValue& v, int depth, const std::string& path,
-          int64_t& visits) {
+void emit(YAML::Emitter& e, const PyValue& v, int depth, const std::string& path, int64_t& visits) {
   if (depth > kMaxDepth) malformed(path, "its model yaml nests too deep");
   if (++visits > kMaxVisits) malformed(path, "its model yaml holds too many values");
   switch (v.type) {
-    case Type::kNone: e << YAML::Null; return;
-    case Type::kBool: e << (v.boolean ? "True" : "False"); return;
-    case Type::kInt: e << v.integer; return;
-    case Type::kFloat: e << float_text(v.real); return;
-    case Type::kStr: e << v.text; return;
+    case Type::kNone:
+      e << YAML::Null;
+      return;
+    case Type::kBool:
+      e << (v.boolean ? "True" : "False");
+      return;
+    case Type::kInt:
+      e << v.integer;
+      return;
+    case Type::kFloat:
+      e << float_text(v.real);
+      return;
+    case Type::kStr:
+      e << v.text;
+      return;
     case Type::kList:
     case Type::kTuple:
       e << YAML::Flow << YAML::BeginSeq;
@@ -126,7 +134,8 @@ void emit(YAML::Emitter& e, const PyValue& v, int depth, const std::string& path
       }
       e << YAML::EndMap;
       return;
-    default: malformed(path, "its model yaml holds a " + v.type_name());
+    default:
+      malformed(path, "its model yaml holds a " + v.type_name());
   }
 }
 
@@ -150,8 +159,8 @@ std::vector<std::string> class_names(const PyValue* names, const std::string& pa
   }
   for (const auto& [i, n] : by_index) {
     if (i != static_cast<int64_t>(out.size())) {
-      malformed(path, "'names' does not number its classes 0.." +
-                          std::to_string(by_index.size() - 1));
+      malformed(path,
+                "'names' does not number its classes 0.." + std::to_string(by_index.size() - 1));
     }
     out.push_back(n);
   }
@@ -168,11 +177,15 @@ bool is_yolov5_checkpoint_global(const std::string& q) {
   for (const char* p : kPrefixes) {
     if (starts_with(q, p)) return is_dotted_identifier(q.substr(std::string(p).size()));
   }
-  static const std::set<std::string> kRecords = {
-      "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar",
-      "numpy._core.multiarray._reconstruct", "numpy._core.multiarray.scalar",
-      "numpy.ndarray", "numpy.dtype", "pathlib.PosixPath", "pathlib.WindowsPath",
-      "pathlib.Path"};
+  static const std::set<std::string> kRecords = {"numpy.core.multiarray._reconstruct",
+                                                 "numpy.core.multiarray.scalar",
+                                                 "numpy._core.multiarray._reconstruct",
+                                                 "numpy._core.multiarray.scalar",
+                                                 "numpy.ndarray",
+                                                 "numpy.dtype",
+                                                 "pathlib.PosixPath",
+                                                 "pathlib.WindowsPath",
+                                                 "pathlib.Path"};
   return kRecords.count(q) > 0;
 }
 

@@ -19,9 +19,9 @@ namespace yolo {
 
 struct Yolov5Checkpoint {
   using Weights = std::map<std::string, at::Tensor>;
-  Weights model;            // `model`'s state_dict in float32: what YOLOv5's train.py fine-tunes
-  Weights ema;              // `ema`'s (an unstripped last.pt); empty when the file has none
-  std::string model_yaml;   // DetectionModel.yaml as YAML text: the architecture
+  Weights model;           // `model`'s state_dict in float32: what YOLOv5's train.py fine-tunes
+  Weights ema;             // `ema`'s (an unstripped last.pt); empty when the file has none
+  std::string model_yaml;  // DetectionModel.yaml as YAML text: the architecture
   std::vector<std::string> names;  // class names (a list or {index: name} in the file)
   int nc = 0;
   std::vector<double> stride;

@@ -9,15 +9,15 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <cstring>
 #include <random>
 
 #include "models/weights.h"
-#include "models/yolov5_checkpoint.h"
 #include "models/yolo.h"
+#include "models/yolov5_checkpoint.h"
 #include "utils/core/paths.h"
 #include "utils/core/unpickler.h"
 
@@ -36,7 +36,7 @@ std::string u32(uint32_t n) {
 struct Pickle {
   std::string out = "\x80\x02";
   std::map<std::string, std::string> storages;  // record key -> bytes
-  std::string extra_global;  // a global to plant in the model's attributes (hostile files)
+  std::string extra_global;         // a global to plant in the model's attributes (hostile files)
   int64_t storage_numel_bonus = 0;  // claims more elements than a record holds
 
   void str(const std::string& s) { out += "X" + u32(static_cast<uint32_t>(s.size())) + s; }
@@ -178,8 +178,9 @@ void write_module(Pickle& p, const ModuleNode& m, const std::string& cls, bool t
   p.ordered_dict_begin();
   for (const auto& [k, child] : m.children) {
     p.str(k);
-    write_module(p, child, top ? "torch.nn.modules.container.Sequential"
-                               : "yolov5.models.common.Conv", false);
+    write_module(p, child,
+                 top ? "torch.nn.modules.container.Sequential" : "yolov5.models.common.Conv",
+                 false);
   }
   p.out += "u";
   if (!p.extra_global.empty() && top) {
@@ -404,8 +405,8 @@ TEST_F(Yolov5CheckpointTest, WrongTensorSizesAreRefused) {
   spec.storage_numel_bonus = 1;
   EXPECT_NE(refusal(write("short.pt", spec)).find("wrong tensor sizes"), std::string::npos);
   // A view past the end of a correct storage: (offset 0, size 10, stride 1) over 5 elements.
-  const std::string pkl = "\x80\x02"s + "ctorch._utils\n_rebuild_tensor_v2\n((X" + u32(7) + "storage" +
-                          "ctorch\nFloatStorage\nX" + u32(1) + "0X" + u32(3) +
+  const std::string pkl = "\x80\x02"s + "ctorch._utils\n_rebuild_tensor_v2\n((X" + u32(7) +
+                          "storage" + "ctorch\nFloatStorage\nX" + u32(1) + "0X" + u32(3) +
                           "cpuK\x05tQK\x00K\x0a\x85K\x01\x85\x89"s +
                           "ccollections\nOrderedDict\n)RtR.";
   const std::string path = (dir_ / "view.pt").string();

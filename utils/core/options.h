@@ -86,7 +86,8 @@ ParsedTrainArgs parse_train_args(int argc, const char* const* argv,
 void validate_options(const Options& opt);
 
 // Resolves --cfg/--data/--hyp bare names and checks --weights exists; throws UsageError. --cfg
-// stays empty when --weights is given without it (the trainer picks it: models/weights.h model_cfg_for_weights).
+// stays empty when --weights is given without it (the trainer picks it: models/weights.h
+// model_cfg_for_weights).
 void resolve_option_files(Options& opt);
 
 // YOLOv5's check_img_size: rounds `imgsz` up to a multiple of `stride` (at least 2 * stride)

@@ -50,8 +50,8 @@ std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_torch_zip(
       std::make_shared<BoundedReadAdapter>(bytes));
 }
 
-void throw_archive_error(const std::string& path, const std::string& kind,
-                         const std::string& hint, const std::exception& e) {
+void throw_archive_error(const std::string& path, const std::string& kind, const std::string& hint,
+                         const std::exception& e) {
   std::string what = e.what();
   what = what.substr(0, what.find('\n'));
   // Caffe2's "[enforce fail at inline_container.cc:165] . " prefix says nothing to a user.

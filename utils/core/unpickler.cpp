@@ -167,8 +167,12 @@ class Machine {
         if (proto > 5) fail("pickle protocol " + std::to_string(proto) + " (at most 5 is known)");
         return true;
       }
-      case 0x95: uint_le(8); return true;  // FRAME: a length hint only
-      case 'N': push(scalar(Type::kNone)); return true;
+      case 0x95:
+        uint_le(8);
+        return true;  // FRAME: a length hint only
+      case 'N':
+        push(scalar(Type::kNone));
+        return true;
       case 0x88:
       case 0x89: {
         PyRef b = scalar(Type::kBool);
@@ -176,11 +180,21 @@ class Machine {
         push(b);
         return true;
       }
-      case 'J': push(integer(static_cast<int32_t>(uint_le(4)))); return true;
-      case 'K': push(integer(byte())); return true;
-      case 'M': push(integer(static_cast<int64_t>(uint_le(2)))); return true;
-      case 0x8a: push(long_int(byte())); return true;
-      case 0x8b: push(long_int(uint_le(4))); return true;
+      case 'J':
+        push(integer(static_cast<int32_t>(uint_le(4))));
+        return true;
+      case 'K':
+        push(integer(byte()));
+        return true;
+      case 'M':
+        push(integer(static_cast<int64_t>(uint_le(2))));
+        return true;
+      case 0x8a:
+        push(long_int(byte()));
+        return true;
+      case 0x8b:
+        push(long_int(uint_le(4)));
+        return true;
       case 'G': {
         uint64_t bits = 0;
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | byte();  // big-endian
@@ -189,13 +203,29 @@ class Machine {
         push(f);
         return true;
       }
-      case 'X': case 'T': push(str(Type::kStr, bytes(uint_le(4)))); return true;
-      case 0x8c: case 'U': push(str(Type::kStr, bytes(byte()))); return true;
-      case 0x8d: push(str(Type::kStr, bytes(uint_le(8)))); return true;
-      case 'B': push(str(Type::kBytes, bytes(uint_le(4)))); return true;
-      case 'C': push(str(Type::kBytes, bytes(byte()))); return true;
-      case 0x8e: case 0x96: push(str(Type::kBytes, bytes(uint_le(8)))); return true;
-      default: return false;
+      case 'X':
+      case 'T':
+        push(str(Type::kStr, bytes(uint_le(4))));
+        return true;
+      case 0x8c:
+      case 'U':
+        push(str(Type::kStr, bytes(byte())));
+        return true;
+      case 0x8d:
+        push(str(Type::kStr, bytes(uint_le(8))));
+        return true;
+      case 'B':
+        push(str(Type::kBytes, bytes(uint_le(4))));
+        return true;
+      case 'C':
+        push(str(Type::kBytes, bytes(byte())));
+        return true;
+      case 0x8e:
+      case 0x96:
+        push(str(Type::kBytes, bytes(uint_le(8))));
+        return true;
+      default:
+        return false;
     }
   }
 
@@ -220,20 +250,37 @@ class Machine {
 
   bool container_op(uint8_t op) {
     switch (op) {
-      case '(': marks_.push_back(stack_.size()); return true;
-      case '0': pop(); return true;
-      case '1': pop_mark(); return true;
-      case '2': push(top()); return true;
-      case ']': push(make(Type::kList)); return true;
-      case '}': push(make(Type::kDict)); return true;
-      case 0x8f: push(make(Type::kSet)); return true;
-      case ')': push(make(Type::kTuple)); return true;
+      case '(':
+        marks_.push_back(stack_.size());
+        return true;
+      case '0':
+        pop();
+        return true;
+      case '1':
+        pop_mark();
+        return true;
+      case '2':
+        push(top());
+        return true;
+      case ']':
+        push(make(Type::kList));
+        return true;
+      case '}':
+        push(make(Type::kDict));
+        return true;
+      case 0x8f:
+        push(make(Type::kSet));
+        return true;
+      case ')':
+        push(make(Type::kTuple));
+        return true;
       case 'a': {
         PyRef v = pop();
         add_items(*top(), {std::move(v)});
         return true;
       }
-      case 'e': case 0x90: {
+      case 'e':
+      case 0x90: {
         std::vector<PyRef> items = pop_mark();
         add_items(*top(), std::move(items));
         return true;
@@ -249,36 +296,49 @@ class Machine {
         set_items(*top(), std::move(kv));
         return true;
       }
-      case 't': push(tuple(pop_mark())); return true;
+      case 't':
+        push(tuple(pop_mark()));
+        return true;
       case 0x91: {
         PyRef s = make(Type::kSet);
         s->items = pop_mark();
         push(s);
         return true;
       }
-      case 0x85: case 0x86: case 0x87: {
+      case 0x85:
+      case 0x86:
+      case 0x87: {
         std::vector<PyRef> items(op - 0x84);
         for (size_t i = items.size(); i-- > 0;) items[i] = pop();
         push(tuple(std::move(items)));
         return true;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
   bool memo_op(uint8_t op) {
     switch (op) {
-      case 'q': memo_[byte()] = top(); return true;
-      case 'r': memo_[uint_le(4)] = top(); return true;
-      case 0x94: memo_[memo_.size()] = top(); return true;
-      case 'h': case 'j': {
+      case 'q':
+        memo_[byte()] = top();
+        return true;
+      case 'r':
+        memo_[uint_le(4)] = top();
+        return true;
+      case 0x94:
+        memo_[memo_.size()] = top();
+        return true;
+      case 'h':
+      case 'j': {
         const uint64_t k = op == 'h' ? byte() : uint_le(4);
         const auto it = memo_.find(k);
         if (it == memo_.end()) fail("BINGET of memo entry " + std::to_string(k) + " never PUT");
         push(it->second);
         return true;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
@@ -340,8 +400,8 @@ class Machine {
            " of a storage of " + std::to_string(numel) + " (wrong tensor sizes)");
     }
     PyRef t = make(Type::kTensor);
-    t->tensor = empty ? at::empty(size, st.tensor.options())
-                      : st.tensor.as_strided(size, stride, offset);
+    t->tensor =
+        empty ? at::empty(size, st.tensor.options()) : st.tensor.as_strided(size, stride, offset);
     return t;
   }
 
@@ -349,7 +409,8 @@ class Machine {
     if (fn == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(a);
     if (fn == "torch._utils._rebuild_parameter" ||
         fn == "torch._utils._rebuild_parameter_with_state") {
-      if (!arg(a, 0).is(Type::kTensor)) fail("a parameter is rebuilt from a " + arg(a, 0).type_name());
+      if (!arg(a, 0).is(Type::kTensor))
+        fail("a parameter is rebuilt from a " + arg(a, 0).type_name());
       return a[0];
     }
     if (fn == "torch._tensor._rebuild_from_type_v2") {  // (func, type, args, state)
@@ -357,7 +418,8 @@ class Machine {
         fail("_rebuild_from_type_v2 with malformed arguments");
       }
       const std::string& inner = arg(a, 0).text;
-      if (inner != "torch._utils._rebuild_tensor_v2" && inner != "torch._utils._rebuild_parameter") {
+      if (inner != "torch._utils._rebuild_tensor_v2" &&
+          inner != "torch._utils._rebuild_parameter") {
         fail("_rebuild_from_type_v2 of " + printable(inner));
       }
       return call(inner, args_of(arg(a, 2), inner, 3));
@@ -440,7 +502,8 @@ class Machine {
         push(call(fn->text, args_of(*args, fn->text, 0)));
         return true;
       }
-      case 0x81: case 0x92: {  // NEWOBJ, NEWOBJ_EX: cls.__new__(cls, *args)
+      case 0x81:
+      case 0x92: {              // NEWOBJ, NEWOBJ_EX: cls.__new__(cls, *args)
         if (op == 0x92) pop();  // keyword arguments: a record keeps none
         PyRef args = pop();
         PyRef cls = pop();
@@ -466,7 +529,8 @@ class Machine {
         push(persistent_(*pid));
         return true;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
@@ -478,7 +542,8 @@ class Machine {
     if (kCode.find(static_cast<char>(op)) != std::string::npos || (op >= 0x82 && op <= 0x84)) {
       throw PickleError(std::string("refused: the pickle uses opcode ") + hex +
                         " (INST/OBJ/PERSID/EXT), which names code in a way torch.save never "
-                        "writes" + kNoCode);
+                        "writes" +
+                        kNoCode);
     }
     fail(std::string("opcode ") + hex + ", which torch.save's pickle protocol 2 never writes");
   }
@@ -585,8 +650,8 @@ const PyValue* PyValue::find(const std::string& key) const {
 }
 
 std::string PyValue::type_name() const {
-  static const char* const kNames[] = {"None", "bool",   "int",    "float",   "str",
-                                       "bytes", "list",  "tuple",  "set",     "dict",
+  static const char* const kNames[] = {"None",   "bool",    "int",    "float", "str",
+                                       "bytes",  "list",    "tuple",  "set",   "dict",
                                        "tensor", "storage", "global", "object"};
   if (is(Type::kObject) || is(Type::kGlobal)) return text;
   return kNames[static_cast<int>(type)];

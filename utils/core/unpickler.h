@@ -40,11 +40,11 @@ struct PyValue {
   bool boolean = false;
   int64_t integer = 0;
   double real = 0.0;
-  std::string text;             // kStr, kBytes, kGlobal, kObject
-  std::vector<PyRef> items;     // kList, kTuple, kSet; kObject: arguments
+  std::string text;                              // kStr, kBytes, kGlobal, kObject
+  std::vector<PyRef> items;                      // kList, kTuple, kSet; kObject: arguments
   std::vector<std::pair<PyRef, PyRef>> entries;  // kDict, in insertion order
-  PyRef state;                  // kObject
-  at::Tensor tensor;            // kTensor, kStorage (1-D)
+  PyRef state;                                   // kObject
+  at::Tensor tensor;                             // kTensor, kStorage (1-D)
 
   PyValue() = default;
   explicit PyValue(Type t) : type(t) {}

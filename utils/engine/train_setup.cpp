@@ -38,8 +38,8 @@ Options resume_options(const Options& cli, bool strict) {
     throw UsageError("--resume: " + ckpt +
                      " is a YOLOv5 checkpoint; its optimizer state is Python's (PyTorch's "
                      "optimizer and YOLOv5's own opt), which this trainer cannot continue. Start "
-                     "a new run from its weights instead: --weights " + ckpt +
-                     " (the epochs start over)");
+                     "a new run from its weights instead: --weights " +
+                     ckpt + " (the epochs start over)");
   }
   const fs::path run_dir = fs::absolute(ckpt).parent_path().parent_path();
   const fs::path opt_yaml = run_dir / "opt.yaml";
@@ -221,9 +221,11 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
   ensure_dataset(s.data, s.dist.is_rank0(), s.dist.rank0_first("dataset"));
   s.names = opt.single_cls ? std::vector<std::string>{"item"} : s.data.names;
   s.nc = opt.single_cls ? 1 : s.data.nc;
-  s.model = s.model_yaml.empty()
-                ? build_model(opt.cfg, s.nc)
-                : DetectionModel(parse_model_spec_string(s.model_yaml, opt.weights + " (its model yaml)"), s.nc);
+  s.model =
+      s.model_yaml.empty()
+          ? build_model(opt.cfg, s.nc)
+          : DetectionModel(parse_model_spec_string(s.model_yaml, opt.weights + " (its model yaml)"),
+                           s.nc);
   if (opt.resume) {
     const LoadReport r = load_state_dict(*s.model, resume_ckpt.train_model);
     if (r.transferred != r.total) {

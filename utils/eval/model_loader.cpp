@@ -19,8 +19,9 @@ LoadedModel load_yolov5_for_inference(const std::string& weights, const Yolov5Ch
                                       const std::string& cfg, const std::string& data) {
   LoadedModel out;
   out.data = data;
-  ModelSpec spec = cfg.empty() ? parse_model_spec_string(ck.model_yaml, weights + " (its model yaml)")
-                               : parse_model_spec_file(resolve_config(cfg, ConfigKind::kModel, "--cfg"));
+  ModelSpec spec = cfg.empty()
+                       ? parse_model_spec_string(ck.model_yaml, weights + " (its model yaml)")
+                       : parse_model_spec_file(resolve_config(cfg, ConfigKind::kModel, "--cfg"));
   out.cfg = cfg.empty() ? spec.source : resolve_config(cfg, ConfigKind::kModel, "--cfg");
   const StateDict& sd = ck.inference_weights();
   const int na = static_cast<int>(spec.anchors[0].size() / 2);
