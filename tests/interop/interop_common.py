@@ -20,3 +20,34 @@ def run(cmd, log):
         print(p.stdout[-4000:])
         fail(f"{' '.join(cmd)} exited {p.returncode} (log: {log})")
     return p.stdout
+
+
+def box_iou(a, b):
+    """IoU of two (x1, y1, x2, y2) boxes."""
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def match(a, b):
+    """How many boxes of `a` have their own box in `b`: same class, |conf diff| <= 0.01, IoU >=
+    0.95 (in the order of `a`, each taking its best unused box). Returns (matched, unmatched of a, min IoU, max |dconf|)."""
+    used, matched, missed, min_iou, max_dconf = set(), 0, [], 1.0, 0.0
+    for c, *box, conf in a:
+        best_j, best_iou = -1, 0.0
+        for j, (c2, *box2, conf2) in enumerate(b):
+            if j in used or c2 != c or abs(conf2 - conf) > 0.01:
+                continue
+            iou = box_iou(box, box2)
+            if iou > best_iou:
+                best_j, best_iou = j, iou
+        if best_iou >= 0.95:
+            used.add(best_j)
+            matched += 1
+            min_iou = min(min_iou, best_iou)
+            max_dconf = max(max_dconf, abs(b[best_j][5] - conf))
+        else:
+            missed.append((c, round(conf, 4), round(best_iou, 3)))
+    return matched, missed, min_iou, max_dconf

@@ -15,7 +15,7 @@ import numpy as np
 import onnxruntime
 import torch
 
-from interop_common import ROOT, fail, run
+from interop_common import ROOT, fail, match, run
 
 IMGSZ, CONF, IOU = 160, 0.1, 0.45
 
@@ -25,14 +25,6 @@ def all_row_map50(text, who):
     if not rows:
         fail(f"{who}: no 'all' row in its output")
     return float(rows[-1].split()[-2])
-
-
-def box_iou(a, b):
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = w * h
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def ours(label_dir, stem, w, h):
@@ -112,22 +104,10 @@ def main():
         a = ours(os.path.join(work, "ourdetect", "labels"), stem, IMGSZ, IMGSZ)
         b = onnx_boxes(session, os.path.join(sq, f))
         total += max(len(a), len(b))
-        used = set()
-        for c, *box, conf in a:
-            best_j, best_iou = -1, 0.0
-            for j, (c2, *box2, conf2) in enumerate(b):
-                if j in used or c2 != c or abs(conf2 - conf) > 0.01:
-                    continue
-                iou = box_iou(box, box2)
-                if iou > best_iou:
-                    best_j, best_iou = j, iou
-            if best_iou >= 0.95:
-                used.add(best_j)
-                matched += 1
-                min_iou = min(min_iou, best_iou)
-                max_dconf = max(max_dconf, abs(b[best_j][5] - conf))
-            else:
-                worst.append((stem, c, conf, best_iou))
+        m, missed, lo, hi = match(a, b)
+        matched += m
+        worst += [(stem, *x) for x in missed]
+        min_iou, max_dconf = min(min_iou, lo), max(max_dconf, hi)
     if total < 30:
         fail(f"only {total} boxes on {len(os.listdir(sq))} images; the comparison needs more")
     frac = matched / total

@@ -21,19 +21,11 @@ import sys
 
 import cv2
 
-from interop_common import fail, run
+from interop_common import fail, match, run
 from make_yolov5_fixture import BATCH, CONF, IMGSZ, IOU, PT_FILES, VAL_CONF, VAL_IOU
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAP_TOL = 0.002
-
-
-def box_iou(a, b):
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = w * h
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def read_labels(label_dir, stem, w, h, rnd):
@@ -47,28 +39,6 @@ def read_labels(label_dir, stem, w, h, rnd):
             box = [(cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h]
             out.append((int(c), *[round(v) if rnd else v for v in box], conf))
     return out
-
-
-def match(a, b):
-    """How many boxes of `a` have their own box in `b`: same class, |conf diff| <= 0.01, IoU >=
-    0.95 (greedy, best IoU first). Returns (matched, unmatched of a, min IoU, max |dconf|)."""
-    used, matched, missed, min_iou, max_dconf = set(), 0, [], 1.0, 0.0
-    for c, *box, conf in a:
-        best_j, best_iou = -1, 0.0
-        for j, (c2, *box2, conf2) in enumerate(b):
-            if j in used or c2 != c or abs(conf2 - conf) > 0.01:
-                continue
-            iou = box_iou(box, box2)
-            if iou > best_iou:
-                best_j, best_iou = j, iou
-        if best_iou >= 0.95:
-            used.add(best_j)
-            matched += 1
-            min_iou = min(min_iou, best_iou)
-            max_dconf = max(max_dconf, abs(b[best_j][5] - conf))
-        else:
-            missed.append((c, round(conf, 4), round(best_iou, 3)))
-    return matched, missed, min_iou, max_dconf
 
 
 def check_names(text, names, who):
