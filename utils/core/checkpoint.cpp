@@ -1,17 +1,12 @@
 #include "utils/core/checkpoint.h"
 
 #include <caffe2/serialize/inline_container.h>
-#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <cstring>
 #include <ctime>
-#include <fstream>
-#include <iterator>
 
 #include "utils/core/fs_atomic.h"
 #include "utils/core/torch_archive.h"

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
-#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -45,8 +44,6 @@ bool is_builtin_global(const std::string& q) {
                                        "collections.OrderedDict",
                                        "builtins.set",
                                        "builtins.frozenset",
-                                       "__builtin__.set",
-                                       "__builtin__.frozenset",
                                        "_codecs.encode",
                                        "torch.jit._pickle.restore_type_tag",
                                        "torch.jit._pickle.build_intlist",
