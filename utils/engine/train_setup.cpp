@@ -169,10 +169,9 @@ void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
   if (rank0) fs::create_directories(wdir);
   s.paths = {opt.save_dir, wdir.string(), (wdir / "last.pt").string(), (wdir / "best.pt").string()};
   if (!s.model_yaml.empty()) {
-    // The architecture from a YOLOv5 checkpoint becomes the run's model YAML: opt.yaml names it,
-    // so --resume and val/detect on this run's weights find it.
+    // The architecture from a YOLOv5 checkpoint becomes the run's model YAML (written with
+    // opt.yaml): opt.yaml names it, so --resume and val/detect on this run's weights find it.
     opt.cfg = (fs::path(opt.save_dir) / "model.yaml").string();
-    if (s.dist.is_rank0()) write_file_atomic(opt.cfg, s.model_yaml);
   }
   if (opt.resume) {
     if (resume_ckpt.epoch + 1 >= opt.epochs) {
@@ -188,12 +187,22 @@ void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
                                ": has no optimizer state (a stripped best.pt or final last.pt) "
                                "and cannot be resumed; resume from an interrupted run's last.pt");
     }
-  } else if (rank0) {
-    save_yaml_file(hyp_to_yaml(s.hyp), (fs::path(opt.save_dir) / "hyp.yaml").string());
-    save_options(opt, (fs::path(opt.save_dir) / "opt.yaml").string());
   }
   s.opt_text = yaml_dump(options_to_yaml(opt));
   s.hyp_text = yaml_dump(hyp_to_yaml(s.hyp));
+}
+
+// opt.yaml, hyp.yaml and a YOLOv5 checkpoint's model.yaml, on rank 0 of a new run, once its
+// inputs (weights, model, data, images, labels) have been read: a start that fails on them leaves
+// the folder as it was, which matters with --exist-ok into another run's folder (its opt.yaml is
+// what --resume reads).
+void write_run_files(const TrainSetup& s) {
+  if (s.opt.resume || !s.dist.is_rank0()) return;
+  const fs::path dir = s.opt.save_dir;
+  if (!s.model_yaml.empty()) write_file_atomic(s.opt.cfg, s.model_yaml);
+  // The texts taken at the start: the optimizer set-up scales weight_decay in s.hyp since.
+  write_file_atomic((dir / "hyp.yaml").string(), s.hyp_text);
+  write_file_atomic((dir / "opt.yaml").string(), s.opt_text);
 }
 
 // --freeze 10 freezes layers 0..9, --freeze 0 1 2 those layers.
@@ -437,6 +446,7 @@ TrainSetup set_up_training(Options opt) {
   const int nl = s.model->detect()->nl;
   const LossGains gains = scale_loss_gains(s.hyp, nl, s.nc, s.imgsz, s.opt.label_smoothing);
   s.loss = std::make_unique<ComputeLoss>(gains, s.nc, s.model->detect()->anchors);
+  write_run_files(s);
   return s;
 }
 
