@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
 #include <set>
@@ -110,6 +111,11 @@ VerifiedImage verify_image_label(const std::string& image_path, const std::strin
     r.message = "ignoring corrupt image/label " + image_path + ": " + why;
     return r;
   };
+  // Checked without opening: a directory reads as empty and a FIFO blocks the reader forever.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(image_path, ec)) {
+    return fail("not a regular file (a directory, device or FIFO?)");
+  }
   cv::Mat im;  // as imread decodes it (EXIF orientation applied), plain JPEGs at read_image's speed
   try {
     im = read_image(image_path);
@@ -125,9 +131,22 @@ VerifiedImage verify_image_label(const std::string& image_path, const std::strin
   if (is_jpeg_content(image_path) && !ends_with_jpeg_marker(image_path)) {
     return fail("truncated JPEG (no FFD9 end marker); re-save or remove the file");
   }
+  const auto label_type = std::filesystem::status(label_path, ec).type();
+  if (label_type != std::filesystem::file_type::regular) {
+    // As YOLOv5 (os.path.isfile): the image counts as unlabelled, and a path that is there but
+    // is no file is named.
+    r.label_missing = true;
+    if (label_type != std::filesystem::file_type::not_found) {
+      r.message = label_path + ": not a regular file (a directory, device or FIFO?); " +
+                  image_path + " counts as missing its labels";
+    }
+    return r;
+  }
   std::ifstream probe(label_path);
   if (!probe) {
     r.label_missing = true;
+    r.message = label_path + ": cannot be read (permissions?); " + image_path +
+                " counts as missing its labels";
     return r;
   }
   probe.close();

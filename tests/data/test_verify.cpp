@@ -1,6 +1,9 @@
 // Each verify_image_label failure (YOLOv5 v7.0 verify_image_label, plus class ids >= nc).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
 
@@ -85,6 +88,36 @@ TEST_F(VerifyFixture, PolygonBecomesBox) {
   EXPECT_NEAR(r.labels[0].cy, 0.4, 1e-6);
   EXPECT_NEAR(r.labels[0].w, 0.4, 1e-6);
   EXPECT_NEAR(r.labels[0].h, 0.4, 1e-6);
+}
+
+// A label path that is a directory or a FIFO is not read (as empty, or blocking forever): the
+// image counts as missing its labels, as in YOLOv5, and the path is named.
+TEST_F(VerifyFixture, LabelPathThatIsNoFile) {
+  std::filesystem::create_directories(lbl);
+  auto r = verify_image_label(img, lbl, 3);
+  EXPECT_FALSE(r.corrupt);
+  EXPECT_TRUE(r.label_missing);
+  EXPECT_FALSE(r.label_empty);
+  EXPECT_NE(r.message.find(lbl + ": not a regular file"), std::string::npos) << r.message;
+  const std::string fifo = d / "labels/f.txt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = verify_image_label(img, fifo, 3);
+  EXPECT_TRUE(r.label_missing);
+  EXPECT_NE(r.message.find(fifo), std::string::npos) << r.message;
+}
+
+// An image path that is a directory or a FIFO is corrupt, named, never opened.
+TEST(Verify, ImagePathThatIsNoFile) {
+  TempDir d;
+  std::filesystem::create_directories(d / "images/dir.jpg");
+  auto r = verify_image_label(d / "images/dir.jpg", d / "labels/dir.txt", 1);
+  EXPECT_TRUE(r.corrupt);
+  EXPECT_NE(r.message.find("not a regular file"), std::string::npos) << r.message;
+  const std::string fifo = d / "images/f.jpg";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = verify_image_label(fifo, d / "labels/f.txt", 1);
+  EXPECT_TRUE(r.corrupt);
+  EXPECT_NE(r.message.find(fifo), std::string::npos) << r.message;
 }
 
 TEST(Verify, TinyImage) {
