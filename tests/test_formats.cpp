@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "utils/core/format.h"
 #include "utils/core/json.h"
+#include "utils/core/log.h"
 #include "utils/core/tb_events.h"
 #include "utils/eval/coco_eval.h"
 
@@ -176,4 +178,18 @@ TEST(CocoEval, GroundTruthAndResultsFilesAreReadAndCheckedWithTheirNames) {
   std::ofstream(gt_path) << R"({"images": []})";
   EXPECT_THROW(load_coco_ground_truth(gt_path), std::runtime_error);
   fs::remove_all(dir);
+}
+
+// Text from files reaches the terminal with its control bytes shown, not obeyed.
+TEST(TerminalSafe, ControlBytesAreShownNotSent) {
+  EXPECT_EQ(yolo::terminal_safe("a\x1b[2Jb\x07"), "a\\x1b[2Jb\\x07");
+  EXPECT_EQ(yolo::terminal_safe("\x7f\r"), "\\x7f\\x0d");
+  EXPECT_EQ(yolo::terminal_safe("csi \xc2\x9b" "31m"), "csi \\xc2\\x9b31m");  // UTF-8 C1 CSI
+  EXPECT_EQ(yolo::terminal_safe("two\nlines\tand caf\xc3\xa9 \xe2\x96\x88"),
+            "two\nlines\tand caf\xc3\xa9 \xe2\x96\x88");
+  testing::internal::CaptureStderr();
+  yolo::log_warn("labels/x.txt:1: '\x1b]0;pwned\x07' is not a number");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+  EXPECT_NE(err.find("\\x1b]0;pwned\\x07"), std::string::npos) << err;
 }

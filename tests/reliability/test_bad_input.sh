@@ -28,6 +28,7 @@ declare -A bad_labels=(
   [negative]="0 0.5 -0.1 0.2 0.2"
   [over_one]="0 0.5 1.5 0.2 0.2"
   [class_id]="3 0.5 0.5 0.2 0.2"
+  [escape]=$'0 0.5 \e[2J\e]0;pwned\a 0.2 0.2'
 )
 for name in "${!bad_labels[@]}"; do
   "$TOOL" image "$tr/$name.png"
@@ -45,6 +46,10 @@ for name in "${!bad_labels[@]}"; do
     { echo "FAIL: no warning naming labels/train/$name.txt:1"; fails=$((fails + 1)); }
 done
 grep -qF "nc=3" <<<"$LAST_OUT" || { echo "FAIL: class id message lacks nc=3"; fails=$((fails + 1)); }
+# A label's terminal escape sequences are shown, not sent to the terminal.
+lacks $'\e'
+grep -qF '\x1b[2J\x1b]0;pwned\x07' <<<"$LAST_OUT" ||
+  { echo "FAIL: the escape label's bytes are not shown as \\xNN"; fails=$((fails + 1)); }
 weights="$tmp/runs/mixed/weights/best.pt"
 [ -f "$weights" ] || { echo "FAIL: the mixed run wrote no best.pt"; exit 1; }
 

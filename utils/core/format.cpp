@@ -14,4 +14,29 @@ std::string class_name(const std::vector<std::string>& names, int cls) {
   return cls >= 0 && cls < static_cast<int>(names.size()) ? names[cls] : std::to_string(cls);
 }
 
+std::string terminal_safe(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [&out](unsigned char c) {
+    static const char* const kDigits = "0123456789abcdef";
+    out += "\\x";
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      hex(c);
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // a C1 control, UTF-8 encoded
+      hex(c);
+      hex(next);
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace yolo

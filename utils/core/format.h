@@ -12,4 +12,9 @@ std::string format_number(const char* format, double value);
 // its index.
 std::string class_name(const std::vector<std::string>& names, int cls);
 
+// `s` safe to print to a terminal: control bytes (C0 but newline and tab, DEL, and UTF-8's C1
+// controls U+0080..U+009F) as \xNN, so text from a file cannot move the cursor, recolour or
+// retitle the user's terminal. Other UTF-8 passes unchanged.
+std::string terminal_safe(const std::string& s);
+
 }  // namespace yolo

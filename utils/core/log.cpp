@@ -4,6 +4,8 @@
 #include <iostream>
 #include <mutex>
 
+#include "utils/core/format.h"
+
 namespace yolo {
 namespace {
 std::atomic<bool> g_enabled{true};
@@ -18,18 +20,18 @@ void set_log_tag(const std::string& tag) { g_tag = tag; }
 void log_info(const std::string& msg) {
   if (!g_enabled) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::cout << msg << std::endl;
+  std::cout << terminal_safe(msg) << std::endl;
 }
 
 void log_warn(const std::string& msg) {
   if (!g_enabled) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::cerr << "WARNING: " << msg << std::endl;
+  std::cerr << "WARNING: " << terminal_safe(msg) << std::endl;
 }
 
 void log_error(const std::string& msg) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::cerr << g_tag << "ERROR: " << msg << std::endl;
+  std::cerr << g_tag << "ERROR: " << terminal_safe(msg) << std::endl;
 }
 
 }  // namespace yolo

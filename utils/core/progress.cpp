@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 
 namespace yolo {
@@ -63,7 +64,7 @@ ProgressBar::ProgressBar(int64_t total, int tty, double plain_every)
 void ProgressBar::show(const std::string& line, bool final) {
   if (!log_enabled()) return;
   if (tty_) {
-    std::printf("\r\033[K%s%s", line.c_str(), final ? "\n" : "");
+    std::printf("\r\033[K%s%s", terminal_safe(line).c_str(), final ? "\n" : "");
     std::fflush(stdout);
   } else {
     log_info(line);
