@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
@@ -129,7 +130,104 @@ cv::Mat decode_jpeg(const std::vector<unsigned char>& bytes) {
   return im;
 }
 
+namespace {
+
+uint32_t be16(const unsigned char* b) { return (uint32_t(b[0]) << 8) | b[1]; }
+uint32_t be32(const unsigned char* b) { return (be16(b) << 16) | be16(b + 2); }
+uint32_t le16(const unsigned char* b) { return (uint32_t(b[1]) << 8) | b[0]; }
+uint32_t le24(const unsigned char* b) { return (uint32_t(b[2]) << 16) | le16(b); }
+uint32_t le32(const unsigned char* b) { return (le16(b + 2) << 16) | le16(b); }
+
+// A JPEG's size from its first frame header (SOF0..15 but DHT, JPG and DAC), walking the marker
+// segments from `in`'s start.
+bool jpeg_size(std::ifstream& in, int64_t& w, int64_t& h) {
+  unsigned char m[9];
+  in.seekg(2);
+  for (int segments = 0; segments < 10000 && in.read(reinterpret_cast<char*>(m), 4); ++segments) {
+    if (m[0] != 0xFF) return false;
+    const int marker = m[1];
+    const uint32_t len = be16(m + 2);
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      if (!in.read(reinterpret_cast<char*>(m), 5)) return false;
+      h = be16(m + 1);
+      w = be16(m + 3);
+      return true;
+    }
+    if (len < 2) return false;
+    in.seekg(len - 2, std::ios::cur);
+  }
+  return false;
+}
+
+}  // namespace
+
+int64_t max_image_pixels() {
+  constexpr int64_t kPilBombLimit = 2 * int64_t(89478485);
+  const char* env = std::getenv("YOLO_MAX_IMAGE_PIXELS");
+  if (!env || !*env) return kPilBombLimit;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (*end != '\0' || v <= 0) {
+    throw std::runtime_error("YOLO_MAX_IMAGE_PIXELS='" + std::string(env) +
+                             "': expected a positive number of pixels");
+  }
+  return v;
+}
+
+bool image_size_from_header(const std::string& path, int64_t& w, int64_t& h) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char b[32] = {};
+  in.read(reinterpret_cast<char*>(b), sizeof(b));
+  const auto n = in.gcount();
+  in.clear();
+  if (n >= 24 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && std::memcmp(b + 12, "IHDR", 4) == 0) {
+    w = be32(b + 16);
+    h = be32(b + 20);
+    return true;
+  }
+  if (n >= 26 && b[0] == 'B' && b[1] == 'M') {
+    w = static_cast<int32_t>(le32(b + 18));
+    h = static_cast<int32_t>(le32(b + 22));
+    h = h < 0 ? -h : h;  // top-down bitmaps store a negative height
+    return true;
+  }
+  if (n >= 10 && std::memcmp(b, "GIF8", 4) == 0) {
+    w = le16(b + 6);
+    h = le16(b + 8);
+    return true;
+  }
+  if (n >= 30 && std::memcmp(b, "RIFF", 4) == 0 && std::memcmp(b + 8, "WEBP", 4) == 0) {
+    if (std::memcmp(b + 12, "VP8X", 4) == 0) {
+      w = int64_t(le24(b + 24)) + 1;
+      h = int64_t(le24(b + 27)) + 1;
+      return true;
+    }
+    if (std::memcmp(b + 12, "VP8L", 4) == 0) {
+      const uint32_t bits = le32(b + 21);
+      w = int64_t(bits & 0x3FFF) + 1;
+      h = int64_t((bits >> 14) & 0x3FFF) + 1;
+      return true;
+    }
+    if (std::memcmp(b + 12, "VP8 ", 4) == 0) {
+      w = le16(b + 26) & 0x3FFF;
+      h = le16(b + 28) & 0x3FFF;
+      return true;
+    }
+    return false;
+  }
+  if (n >= 4 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return jpeg_size(in, w, h);
+  return false;
+}
+
 cv::Mat read_image(const std::string& path) {
+  int64_t w = 0, h = 0;
+  if (image_size_from_header(path, w, h) && w * h > max_image_pixels()) {
+    throw std::runtime_error(path + ": " + std::to_string(w) + "x" + std::to_string(h) + " = " +
+                             std::to_string(w * h) + " pixels, over the limit of " +
+                             std::to_string(max_image_pixels()) +
+                             " (a decompression bomb?); not decoded. Set YOLO_MAX_IMAGE_PIXELS "
+                             "to a higher number of pixels if such images are intended");
+  }
   if (jpeg_fast_path() && has_jpeg_suffix(path)) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     std::vector<unsigned char> bytes(in ? static_cast<size_t>(in.tellg()) : 0);
@@ -142,8 +240,8 @@ cv::Mat read_image(const std::string& path) {
   cv::Mat im = cv::imread(path, cv::IMREAD_COLOR);
   if (im.empty()) {
     throw std::runtime_error(path +
-                             ": image not found or not decodable; delete the label cache "
-                             "if the file was changed or removed");
+                             ": cannot read or decode it as an image (missing, unreadable, not an "
+                             "image, or a format OpenCV does not read)");
   }
   return im;
 }

@@ -119,8 +119,11 @@ VerifiedImage verify_image_label(const std::string& image_path, const std::strin
   cv::Mat im;  // as imread decodes it (EXIF orientation applied), plain JPEGs at read_image's speed
   try {
     im = read_image(image_path);
-  } catch (const std::runtime_error&) {
-    return fail("cannot read or decode the image");
+  } catch (const std::runtime_error& e) {
+    // read_image's reason, less the path the message already names.
+    std::string why = e.what();
+    if (why.rfind(image_path + ": ", 0) == 0) why = why.substr(image_path.size() + 2);
+    return fail(why);
   }
   r.height = im.rows;
   r.width = im.cols;

@@ -160,3 +160,63 @@ TEST(ImageIo, OpenCvDecodesWhatTheFastPathLeaves) {
   write_bytes(d / "junk.jpg", {0xFF, 0xD8, 0xFF, 0x00, 0x13});
   EXPECT_THROW(read_image(d / "junk.jpg"), std::runtime_error);
 }
+
+// Sizes come from the header alone, for each format it reads, the JPEG's after a metadata segment.
+TEST(ImageIo, HeaderGivesTheSize) {
+  TempDir d;
+  const cv::Mat im(23, 37, CV_8UC3, cv::Scalar(10, 20, 30));
+  for (const char* ext : {".png", ".jpg", ".bmp", ".webp"}) {
+    SCOPED_TRACE(ext);
+    const std::string p = d / (std::string("a") + ext);
+    if (!cv::imwrite(p, im)) continue;  // a codec this OpenCV lacks
+    int64_t w = 0, h = 0;
+    ASSERT_TRUE(image_size_from_header(p, w, h));
+    EXPECT_EQ(w, 37);
+    EXPECT_EQ(h, 23);
+  }
+  // EXIF-like APP1 segment first, then the frame header.
+  std::vector<unsigned char> jpg = file_bytes(d / "a.jpg");
+  const std::vector<unsigned char> app1 = {0xFF, 0xE1, 0x00, 0x06, 'E', 'x', 'i', 'f'};
+  jpg.insert(jpg.begin() + 2, app1.begin(), app1.end());
+  write_bytes(d / "exif.jpg", jpg);
+  int64_t w = 0, h = 0;
+  ASSERT_TRUE(image_size_from_header(d / "exif.jpg", w, h));
+  EXPECT_EQ(w * 1000 + h, 37023);
+}
+
+// A header claiming 20000x20000 is refused before anything is decoded, naming the file, its
+// size and the limit; YOLO_MAX_IMAGE_PIXELS raises the limit.
+TEST(ImageIo, PixelLimitRefusesBombs) {
+  TempDir d;
+  std::vector<unsigned char> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
+                                    'I',  'H', 'D', 'R', 0,    0,    0x4e, 0x20, 0, 0, 0x4e, 0x20,
+                                    8,    2,   0,   0,   0,    0,    0,    0,    0};
+  write_bytes(d / "bomb.png", png);
+  std::vector<unsigned char> jpg = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0x4e, 0x20, 0x4e, 0x20};
+  jpg.resize(64, 0);
+  write_bytes(d / "bomb.jpg", jpg);
+  for (const char* name : {"bomb.png", "bomb.jpg"}) {
+    SCOPED_TRACE(name);
+    const std::string p = d / name;
+    try {
+      read_image(p);
+      ADD_FAILURE() << "decoded";
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(p + ": 20000x20000 = 400000000 pixels, over the limit of 178956970"),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("YOLO_MAX_IMAGE_PIXELS"), std::string::npos) << m;
+    }
+  }
+  ::setenv("YOLO_MAX_IMAGE_PIXELS", "500000000", 1);
+  EXPECT_EQ(max_image_pixels(), 500000000);
+  try {
+    read_image(d / "bomb.png");  // past the limit now, and not a real image
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).find("over the limit"), std::string::npos) << e.what();
+  }
+  ::setenv("YOLO_MAX_IMAGE_PIXELS", "lots", 1);
+  EXPECT_THROW(max_image_pixels(), std::runtime_error);
+  ::unsetenv("YOLO_MAX_IMAGE_PIXELS");
+}
