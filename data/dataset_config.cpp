@@ -149,6 +149,10 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
                                " is more than " + std::to_string(kMaxClasses) + " classes");
     }
     for (int i = 0; i < nc; ++i) cfg.names.push_back("class" + std::to_string(i));
+  } else if (names) {
+    throw std::runtime_error(where(yaml_path, names) +
+                             ": 'names' must be a list of class names or a {id: name} map, got '" +
+                             (names.IsScalar() ? names.Scalar() : std::string("null")) + "'");
   } else {
     throw std::runtime_error(yaml_path + ": missing key 'names' (a list, or a {id: name} map)");
   }

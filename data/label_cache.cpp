@@ -241,7 +241,10 @@ LabelScan load_labels(const std::vector<std::string>& images, const std::string&
       scan = scan_labels(images, nc, threads);
       have = true;
       const std::string dir = std::filesystem::path(cache_path).parent_path().string();
-      if (!folder_writable(dir)) {
+      std::error_code ec;
+      if (!std::filesystem::is_directory(dir, ec)) {
+        // No labels folder at all: the scan's own message (no labels found) says what is wrong.
+      } else if (!folder_writable(dir)) {
         log_warn("label cache not saved: " + dir +
                  " is not writable; labels will be re-checked "
                  "next time");

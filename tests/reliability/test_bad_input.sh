@@ -41,6 +41,7 @@ for f in zero.jpg cut.jpg; do grep -qF "$f" <<<"$LAST_OUT" || { echo "FAIL: no w
 grep -qF "FFD9" <<<"$LAST_OUT" || { echo "FAIL: truncated JPEG not called truncated"; fails=$((fails + 1)); }
 lacks "png_named.jpg"
 lacks "empty_label"
+lacks "results.png"  # --noplots: the last lines name only what was written
 for name in "${!bad_labels[@]}"; do
   grep -qF "labels/train/$name.txt:1:" <<<"$LAST_OUT" ||
     { echo "FAIL: no warning naming labels/train/$name.txt:1"; fails=$((fails + 1)); }
@@ -66,6 +67,7 @@ nolabels="$tmp/nolabels"
 "$TOOL" dataset "$nolabels" 2 2
 rm -r "$nolabels/labels"
 check 1 "no labels found" -- "$T" --data "$nolabels/data.yaml" "${TINY[@]}"
+lacks "not writable"  # a missing labels/ folder is not a permissions problem
 
 # --- dataset YAML ------------------------------------------------------------------------
 y="$tmp/yaml"
@@ -80,6 +82,8 @@ printf 'path: %s\ntrain: images/train\nval: [images/val\nnames: [a, b, c]\n' "$g
 check 1 "'train'" -- "$T" --data "$y/no_train.yaml" "${TINY[@]}"
 check 1 "'val'" -- "$T" --data "$y/no_val.yaml" "${TINY[@]}"
 check 1 "'names'" -- "$T" --data "$y/no_names.yaml" "${TINY[@]}"
+printf 'path: %s\ntrain: images/train\nval: images/val\nnames: abc\n' "$good_root" >"$y/names_scalar.yaml"
+check 1 "names_scalar.yaml:4: 'names' must be a list of class names or a {id: name} map, got 'abc'" -- "$T" --data "$y/names_scalar.yaml" "${TINY[@]}"
 check 1 "nc.yaml:4" -- "$T" --data "$y/nc.yaml" "${TINY[@]}"
 check 1 "$tmp/nowhere/images/train" -- "$T" --data "$y/missing.yaml" "${TINY[@]}"
 check 1 "syntax.yaml:4:6: YAML syntax error" -- "$T" --data "$y/syntax.yaml" "${TINY[@]}"
@@ -138,4 +142,14 @@ mkdir -p "$tmp/src"
 cp "$mixed/images/val/"*.png "$tmp/src/"
 cp "$tr/random.jpg" "$tmp/src/"
 check 1 "random.jpg" -- "$BIN/detect" --weights "$weights" --source "$tmp/src" --imgsz 64 --project "$tmp/det"
+# A file that is no image, whatever its name, is called that (not a stale label cache).
+mkdir -p "$tmp/clip"
+head -c 3000 /dev/urandom >"$tmp/clip/clip.mp4"
+check 1 "clip.mp4" -- "$BIN/detect" --weights "$weights" --source "$tmp/clip/clip.mp4" --imgsz 64 --project "$tmp/det"
+lacks "label cache"
+check 2 "--imgsz: 99999999999 is out of range" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --imgsz 99999999999
+# A negative optimizer setting in a hyp file names the file, line and key.
+sed 's/^lr0: .*/lr0: -5/' "$YOLO_ROOT/hyp/hyp.scratch-low.yaml" >"$tmp/lr0.yaml"
+lr0_line=$(grep -n '^lr0:' "$tmp/lr0.yaml" | cut -d: -f1)
+check 1 "lr0.yaml:$lr0_line: 'lr0' must be >= 0, got -5" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --hyp "$tmp/lr0.yaml"
 finish

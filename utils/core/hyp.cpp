@@ -155,12 +155,25 @@ Hyp hyp_from_yaml(const YAML::Node& node, const std::string& ctx) {
       throw std::runtime_error(line_of(kv.first, ctx) + ": '" + key + "' must be a number, got " +
                                kind_of(kv.second));
     }
+    double value = 0;
     try {
-      h.set(key, kv.second.as<double>());
+      value = kv.second.as<double>();
     } catch (const YAML::Exception&) {
       throw std::runtime_error(line_of(kv.second, ctx) + ": '" + key + "' must be a number, got '" +
                                kv.second.Scalar() + "'");
     }
+    // The optimizer's settings: a negative one would reach LibTorch's own "Invalid learning
+    // rate", which names neither file nor key. (Augmentation ranges are checked with the data.)
+    static const char* const kNonNegative[] = {"lr0",      "lrf",          "momentum",
+                                               "weight_decay", "warmup_epochs", "warmup_momentum",
+                                               "warmup_bias_lr"};
+    for (const char* k : kNonNegative) {
+      if (key == k && !(value >= 0)) {
+        throw std::runtime_error(line_of(kv.second, ctx) + ": '" + key + "' must be >= 0, got " +
+                                 kv.second.Scalar());
+      }
+    }
+    h.set(key, value);
     seen.push_back(key);
   }
   for (const auto& k : required_hyp_keys()) {

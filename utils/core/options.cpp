@@ -43,13 +43,22 @@ bool looks_like_value(const std::string& s) {
 }
 
 int parse_int(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  long long x = 0;
   try {
-    size_t used = 0;
-    const long x = std::stol(v, &used);
-    if (used == v.size() && x >= INT32_MIN && x <= INT32_MAX) return static_cast<int>(x);
+    x = std::stoll(v, &used);
+  } catch (const std::out_of_range&) {
+    used = 0;
+    x = INT64_MAX;  // digits beyond 64 bits: too large, said below
   } catch (const std::exception&) {
+    throw UsageError("--" + flag + ": expected an integer, got '" + v + "'");
   }
-  throw UsageError("--" + flag + ": expected an integer, got '" + v + "'");
+  if (x == INT64_MAX || (used == v.size() && (x < INT32_MIN || x > INT32_MAX))) {
+    throw UsageError("--" + flag + ": " + v + " is out of range (at most " +
+                     std::to_string(INT32_MAX) + ")");
+  }
+  if (used != v.size()) throw UsageError("--" + flag + ": expected an integer, got '" + v + "'");
+  return static_cast<int>(x);
 }
 
 double parse_double(const std::string& flag, const std::string& v) {

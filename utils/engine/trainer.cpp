@@ -356,9 +356,10 @@ void Trainer::log_next_steps() const {
   const fs::path rel = fs::relative(bin, fs::current_path(ec), ec);
   if (!ec && !rel.empty() && *rel.begin() != "..") bin = rel;
   const std::string imgsz = std::to_string(s_.imgsz);
-  std::string next = "Weights: " + best + " (best fitness), " + s_.paths.last +
-                     " (last epoch); results.csv, results.png and the plots are in " +
-                     s_.paths.save_dir + "\nNext: " + (bin / "val").string() + " --weights " +
+  const std::string files =
+      s_.loop.noplots ? "results.csv is in " : "results.csv, results.png and the plots are in ";
+  std::string next = "Weights: " + best + " (best fitness), " + s_.paths.last + " (last epoch); " +
+                     files + s_.paths.save_dir + "\nNext: " + (bin / "val").string() + " --weights " +
                      best + " --imgsz " + imgsz;
   if (!s_.data.val.empty()) {
     next += "\n      " + (bin / "detect").string() + " --weights " + best + " --source " +
