@@ -180,7 +180,8 @@ bool image_size_from_header(const std::string& path, int64_t& w, int64_t& h) {
   in.read(reinterpret_cast<char*>(b), sizeof(b));
   const auto n = in.gcount();
   in.clear();
-  if (n >= 24 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && std::memcmp(b + 12, "IHDR", 4) == 0) {
+  if (n >= 24 && std::memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 &&
+      std::memcmp(b + 12, "IHDR", 4) == 0) {
     w = be32(b + 16);
     h = be32(b + 20);
     return true;

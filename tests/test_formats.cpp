@@ -184,7 +184,9 @@ TEST(CocoEval, GroundTruthAndResultsFilesAreReadAndCheckedWithTheirNames) {
 TEST(TerminalSafe, ControlBytesAreShownNotSent) {
   EXPECT_EQ(yolo::terminal_safe("a\x1b[2Jb\x07"), "a\\x1b[2Jb\\x07");
   EXPECT_EQ(yolo::terminal_safe("\x7f\r"), "\\x7f\\x0d");
-  EXPECT_EQ(yolo::terminal_safe("csi \xc2\x9b" "31m"), "csi \\xc2\\x9b31m");  // UTF-8 C1 CSI
+  EXPECT_EQ(yolo::terminal_safe("csi \xc2\x9b"
+                                "31m"),
+            "csi \\xc2\\x9b31m");  // UTF-8 C1 CSI
   EXPECT_EQ(yolo::terminal_safe("two\nlines\tand caf\xc3\xa9 \xe2\x96\x88"),
             "two\nlines\tand caf\xc3\xa9 \xe2\x96\x88");
   testing::internal::CaptureStderr();

@@ -188,9 +188,9 @@ TEST(ImageIo, HeaderGivesTheSize) {
 // size and the limit; YOLO_MAX_IMAGE_PIXELS raises the limit.
 TEST(ImageIo, PixelLimitRefusesBombs) {
   TempDir d;
-  std::vector<unsigned char> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
-                                    'I',  'H', 'D', 'R', 0,    0,    0x4e, 0x20, 0, 0, 0x4e, 0x20,
-                                    8,    2,   0,   0,   0,    0,    0,    0,    0};
+  std::vector<unsigned char> png = {0x89, 'P',  'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0, 0,
+                                    13,   'I',  'H', 'D', 'R',  0,    0,    0x4e, 0x20, 0, 0,
+                                    0x4e, 0x20, 8,   2,   0,    0,    0,    0,    0,    0, 0};
   write_bytes(d / "bomb.png", png);
   std::vector<unsigned char> jpg = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0x4e, 0x20, 0x4e, 0x20};
   jpg.resize(64, 0);

@@ -1,6 +1,5 @@
 // Each verify_image_label failure (YOLOv5 v7.0 verify_image_label, plus class ids >= nc).
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <filesystem>

@@ -148,6 +148,14 @@ head -c 3000 /dev/urandom >"$tmp/clip/clip.mp4"
 check 1 "clip.mp4" -- "$BIN/detect" --weights "$weights" --source "$tmp/clip/clip.mp4" --imgsz 64 --project "$tmp/det"
 lacks "label cache"
 check 2 "--imgsz: 99999999999 is out of range" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --imgsz 99999999999
+# DDP without the other rank: one line saying whom it waits for, then at the timeout the missing
+# rank and the fix, no library stack trace.
+port=$((20000 + RANDOM % 20000))
+check 1 "rank 1 of WORLD_SIZE=2 did not join" -- env LOCAL_RANK=0 RANK=0 WORLD_SIZE=2 \
+  MASTER_PORT=$port "$T" --data "$mixed/data.yaml" "${TINY[@]}" --dist-timeout 3
+grep -qF "waiting at 127.0.0.1:$port for rank 1" <<<"$LAST_OUT" ||
+  { echo "FAIL: no line saying whom rank 0 waits for"; fails=$((fails + 1)); }
+lacks "frame #"
 # A negative optimizer setting in a hyp file names the file, line and key.
 sed 's/^lr0: .*/lr0: -5/' "$YOLO_ROOT/hyp/hyp.scratch-low.yaml" >"$tmp/lr0.yaml"
 lr0_line=$(grep -n '^lr0:' "$tmp/lr0.yaml" | cut -d: -f1)

@@ -164,8 +164,8 @@ Hyp hyp_from_yaml(const YAML::Node& node, const std::string& ctx) {
     }
     // The optimizer's settings: a negative one would reach LibTorch's own "Invalid learning
     // rate", which names neither file nor key. (Augmentation ranges are checked with the data.)
-    static const char* const kNonNegative[] = {"lr0",      "lrf",          "momentum",
-                                               "weight_decay", "warmup_epochs", "warmup_momentum",
+    static const char* const kNonNegative[] = {"lr0",           "lrf",           "momentum",
+                                               "weight_decay",  "warmup_epochs", "warmup_momentum",
                                                "warmup_bias_lr"};
     for (const char* k : kNonNegative) {
       if (key == k && !(value >= 0)) {

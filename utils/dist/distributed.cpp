@@ -28,6 +28,7 @@
 #include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/json.h"
+#include "utils/core/log.h"
 
 namespace yolo {
 
@@ -243,6 +244,50 @@ class C10dGroup : public ProcessGroup {
   std::string backend_;
 };
 
+std::string without_backtrace(const std::exception& e) {
+  const auto* ce = dynamic_cast<const c10::Error*>(&e);
+  std::string m = ce ? ce->what_without_backtrace() : e.what();
+  return m.substr(0, m.find('\n'));
+}
+
+// Every rank says it is here and waits for the others, saying once whom it waits for and where:
+// without it a missing rank shows only as a silent wait and a library stack trace at the timeout.
+void rendezvous(c10d::Store& store, const DistEnv& env, std::chrono::milliseconds timeout) {
+  auto key = [](int r) { return "arrived/" + std::to_string(r); };
+  store.set(key(env.rank), std::vector<uint8_t>{1});
+  const auto start = std::chrono::steady_clock::now();
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  bool said = false;
+  while (true) {
+    std::vector<int> missing;
+    for (int r = 0; r < env.world_size; ++r) {
+      if (!store.check({key(r)})) missing.push_back(r);
+    }
+    if (missing.empty()) return;
+    std::string ranks;
+    for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    const std::string fix = "start them (torchrun --nproc_per_node " +
+                            std::to_string(env.world_size) + " starts all ranks; train " +
+                            "--nproc-per-node N starts them without torchrun)";
+    if (waited > timeout) {
+      throw std::runtime_error(
+          "rank " + std::to_string(env.rank) + ": rank" + (missing.size() > 1 ? "s " : " ") +
+          ranks + " of WORLD_SIZE=" + std::to_string(env.world_size) + " did not join at " + where +
+          " within --dist-timeout (" +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
+          " s); " + fix);
+    }
+    if (!said && waited > std::chrono::seconds(2)) {
+      log_info("rank " + std::to_string(env.rank) + ": waiting at " + where + " for rank" +
+               (missing.size() > 1 ? "s " : " ") + ranks +
+               " of WORLD_SIZE=" + std::to_string(env.world_size) + "; " + fix);
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 }  // namespace
 
 DistEnv read_dist_env(int cli_local_rank) {
@@ -299,7 +344,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
   } catch (const std::exception& ex) {
     throw std::runtime_error("rank " + std::to_string(env.rank) +
                              ": cannot reach the rendezvous store at " + env.master_addr + ":" +
-                             std::to_string(env.master_port) + " (" + ex.what() +
+                             std::to_string(env.master_port) + " (" + without_backtrace(ex) +
                              "); check MASTER_ADDR/MASTER_PORT and that the port is free");
   }
   // torchrun's agent store outlives a restart of the workers: keys are per attempt (as Python's
@@ -310,6 +355,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
         "/worker/attempt_" + std::to_string(env.restart_count), store);
   }
   store = c10::make_intrusive<c10d::PrefixStore>("yolo", store);
+  try {
+    rendezvous(*store, env, timeout);
+  } catch (const c10::Error& ex) {
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": the rendezvous store at " +
+                             env.master_addr + ":" + std::to_string(env.master_port) + " failed (" +
+                             without_backtrace(ex) + ")");
+  }
   c10::intrusive_ptr<PgImpl> pg;
   try {
     if (backend == "gloo") {
@@ -337,7 +389,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
   } catch (const std::exception& ex) {
     throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot create the " + backend +
                              " process group of " + std::to_string(env.world_size) + " ranks (" +
-                             ex.what() + ")");
+                             without_backtrace(ex) + ")");
   }
   std::shared_ptr<const Heartbeat> hb;
   try {

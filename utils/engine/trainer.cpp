@@ -359,8 +359,8 @@ void Trainer::log_next_steps() const {
   const std::string files =
       s_.loop.noplots ? "results.csv is in " : "results.csv, results.png and the plots are in ";
   std::string next = "Weights: " + best + " (best fitness), " + s_.paths.last + " (last epoch); " +
-                     files + s_.paths.save_dir + "\nNext: " + (bin / "val").string() + " --weights " +
-                     best + " --imgsz " + imgsz;
+                     files + s_.paths.save_dir + "\nNext: " + (bin / "val").string() +
+                     " --weights " + best + " --imgsz " + imgsz;
   if (!s_.data.val.empty()) {
     next += "\n      " + (bin / "detect").string() + " --weights " + best + " --source " +
             s_.data.val.front() + " --imgsz " + imgsz;
