@@ -191,8 +191,11 @@ if [[ -z $GPU_KIT ]]; then
   [[ -f .cache/gpu-bench/deps-x86_64.tar.xz ]] && GPU_KIT=.cache/gpu-bench/deps-x86_64.tar.xz
 fi
 build_with_kit() {  # a CUDA machine with PyTorch but no C++ libraries and no registry
-  mkdir -p .gpukit
-  [[ -f .gpukit/kit/env.sh ]] || tar -xJf "$GPU_KIT" -C .gpukit
+  local stamp
+  stamp=.gpukit/kit-$(sha256sum "$GPU_KIT" | cut -c1-16)  # a newer kit replaces an older one
+  if [[ ! -f $stamp ]]; then
+    rm -rf .gpukit && mkdir -p .gpukit && tar -xJf "$GPU_KIT" -C .gpukit && touch "$stamp"
+  fi
   # shellcheck disable=SC1091
   source .gpukit/kit/env.sh
   local torch_cmake nccl

@@ -36,7 +36,13 @@ OUT=$(cd "$OUT" && pwd)
 build_gpu_kit() {  # a CUDA machine with PyTorch but no C++ libraries and no registry
   local kit=../shared/gpu-kit/deps-x86_64.tar.xz
   [[ -f $kit ]] || { echo "gpu_check: no package registry and no $kit" >&2; return 1; }
-  mkdir -p .gpukit && [[ -f .gpukit/kit/env.sh ]] || tar -xJf "$kit" -C .gpukit || return 1
+  # Unpacked once per kit: a newer kit (simdjson, nlohmann/json and Gloo's headers were added)
+  # replaces an older one left in .gpukit.
+  local stamp
+  stamp=.gpukit/kit-$(sha256sum "$kit" | cut -c1-16)
+  if [[ ! -f $stamp ]]; then
+    rm -rf .gpukit && mkdir -p .gpukit && tar -xJf "$kit" -C .gpukit && touch "$stamp" || return 1
+  fi
   # shellcheck disable=SC1091
   source .gpukit/kit/env.sh
   local torch_cmake nccl

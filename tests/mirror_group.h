@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "utils/dist/distributed.h"
+#include "utils/distributed/distributed.h"
 
 namespace yolo::test_support {
 

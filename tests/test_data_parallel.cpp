@@ -7,7 +7,7 @@
 #include "models/yolo.h"
 #include "utils/core/grad_scaler.h"
 #include "utils/core/paths.h"
-#include "utils/dist/data_parallel.h"
+#include "utils/distributed/data_parallel.h"
 
 namespace {
 

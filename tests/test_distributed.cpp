@@ -1,5 +1,5 @@
 // Launcher environment parsing and gradient bucketing, on one process (the multi-process tests
-// run under torchrun from tests/dist).
+// run under torchrun from tests/distributed).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,8 +12,8 @@
 #include "tests/mirror_group.h"
 #include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
-#include "utils/dist/distributed.h"
-#include "utils/dist/grad_sync.h"
+#include "utils/distributed/distributed.h"
+#include "utils/distributed/grad_sync.h"
 
 using namespace yolo;
 

@@ -83,29 +83,82 @@ TEST(TensorBoard, ScalarsReadBackWithTheirStepsAndEveryRecordChecksummed) {
   fs::remove_all(dir);
 }
 
-TEST(Json, ParsesNestingEscapesAndSkipsKeys) {
-  const JsonValue v = parse_json(
-      R"({"a": [1, -2.5e1, true, null], "s": "x\"\u00e9\n", "seg": [[1,2],[3]], "o": {}})", "t",
-      {"seg"});
-  ASSERT_TRUE(v.is_object());
-  EXPECT_EQ(v.find("seg"), nullptr);
-  const JsonValue* a = v.find("a");
-  ASSERT_TRUE(a && a->is_array() && a->items.size() == 4);
-  EXPECT_EQ(a->items[1].number, -25);
-  EXPECT_TRUE(a->items[2].boolean);
-  EXPECT_EQ(v.find("s")->str, "x\"\xc3\xa9\n");
-  EXPECT_EQ(json_quote("a\"b\n"), "\"a\\\"b\\n\"");
+// The error read_json_file throws for `text`, or "" when it reads.
+std::string json_error(const fs::path& file, const std::string& text) {
+  std::ofstream(file, std::ios::binary) << text;
+  try {
+    read_json_file(file.string(), [](json::document& doc) { json_skip(doc.get_value()); });
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
 }
 
-TEST(Json, ErrorsNameTheLineAndColumn) {
-  try {
-    parse_json("{\n  \"a\": [1, 2,,]\n}", "f.json");
-    FAIL() << "bad JSON parsed";
-  } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "f.json:2:14: unexpected character");
+TEST(Json, ReadsNestingAndEscapesAndQuotes) {
+  const fs::path dir = temp_dir("json_read");
+  const std::string path = (dir / "t.json").string();
+  std::ofstream(path) << R"({"a": [1, -2.5e1, true, null], "s": "x\"\u00e9\n\ud83d\ude00",
+                             "seg": [[1,2],[3]], "o": {}})";
+  std::vector<double> numbers;
+  std::string s;
+  read_json_file(path, [&](json::document& doc) {
+    for (auto member : doc.get_object()) {
+      const std::string_view key = member.unescaped_key().value();
+      json::value v = member.value().value();
+      double d = 0;
+      if (key == "a") {
+        for (auto item : v.get_array()) {
+          json::value x = item.value();
+          if (json_number(x, d)) {
+            numbers.push_back(d);
+          } else {
+            json_skip(x);
+          }
+        }
+      } else if (key == "s") {
+        s = std::string(v.get_string().value());
+      } else {
+        EXPECT_FALSE(json_number(v, d));
+        json_skip(v);
+      }
+    }
+  });
+  EXPECT_EQ(numbers, (std::vector<double>{1, -25}));
+  EXPECT_EQ(s, "x\"\xc3\xa9\n\xf0\x9f\x98\x80");
+  EXPECT_EQ(json_quote("a\"b\n\x01"), "\"a\\\"b\\n\\u0001\"");
+  fs::remove_all(dir);
+}
+
+// Malformed text anywhere, kept or skipped, fails naming the file, line and column.
+TEST(Json, ErrorsNameTheFileLineAndColumn) {
+  const fs::path dir = temp_dir("json_errors");
+  const std::string f = (dir / "f.json").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\n  \"a\": [1, 2,,]\n}", ":2:14: malformed JSON"},
+      {"{} x", ":1:4: unexpected text after the JSON value"},
+      {"[1]]", ":1:4: unexpected text after the JSON value"},
+      {"{\"a\": [1, 2, 3],\n \"b\": \"abc}", ":2:7: a string opened here is never closed"},
+      {"[\"ok\",\n \"caf\xc3\"]", ":2:6: invalid UTF-8"},
+      {"{\"seg\": [[1.5, 2.x]]}", ":1:16: malformed number"},
+      {"{\"a\": tru}", ":1:7: unexpected character"},
+      {"{\"a\": nul}", ":1:7: unexpected character"},
+      {"{\"a\": \"x\\q\"}", ":1:12: malformed string"},
+      {"{\"a\" 1}", ":1:6: malformed JSON"},
+      {"  \n ", ": no JSON value"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string got = json_error(f, text);
+    EXPECT_EQ(got.rfind(f + want, 0), 0u) << "text: " << text << "\ngot: " << got;
   }
-  EXPECT_THROW(parse_json("[1, 2", "f.json"), std::runtime_error);
-  EXPECT_THROW(parse_json("{} x", "f.json"), std::runtime_error);
+  EXPECT_EQ(json_error(f, "{\"a\": [1, {\"b\": null}], \"c\": \"\\u00e9\"}"), "");
+  const std::string missing = (dir / "missing.json").string();
+  try {
+    read_json_file(missing, [](json::document&) {});
+    FAIL() << "a missing file was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), missing + ": cannot open (No such file or directory)");
+  }
+  fs::remove_all(dir);
 }
 
 TEST(CocoEval, ImageIdsAreNumbersForDigitStemsAsYolov5Makes) {
@@ -177,6 +230,24 @@ TEST(CocoEval, GroundTruthAndResultsFilesAreReadAndCheckedWithTheirNames) {
   }
   std::ofstream(gt_path) << R"({"images": []})";
   EXPECT_THROW(load_coco_ground_truth(gt_path), std::runtime_error);
+  // A malformed polygon is found though polygons are not kept; a wrong shape names the entry.
+  std::ofstream(gt_path) << R"({"images": [{"id": 7}], "categories": [{"id": 3}],
+    "annotations": [{"image_id": 7, "category_id": 3, "bbox": [1, 2, 3, 4],
+                     "segmentation": [[1, 2, 3,]]}]})";
+  try {
+    load_coco_ground_truth(gt_path);
+    FAIL() << "a malformed segmentation was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(gt_path + ":3:48: malformed JSON", 0), 0u) << e.what();
+  }
+  std::ofstream(gt_path) << R"({"images": [{"id": 7}], "categories": [{"id": 3}],
+    "annotations": [{"image_id": 7, "category_id": 3, "bbox": [1, 2, "3", 4]}]})";
+  try {
+    load_coco_ground_truth(gt_path);
+    FAIL() << "a string in a bbox was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), gt_path + ": annotations[0]: bbox values must be numbers");
+  }
   fs::remove_all(dir);
 }
 

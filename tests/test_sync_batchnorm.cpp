@@ -8,7 +8,7 @@
 
 #include "tests/mirror_group.h"
 #include "utils/core/grad_scaler.h"
-#include "utils/dist/sync_batchnorm.h"
+#include "utils/distributed/sync_batchnorm.h"
 
 namespace {
 

@@ -18,8 +18,8 @@
 #include "utils/core/hyp.h"
 #include "utils/core/paths.h"
 #include "utils/core/stopwatch.h"
-#include "utils/dist/distributed.h"
-#include "utils/dist/grad_sync.h"
+#include "utils/distributed/distributed.h"
+#include "utils/distributed/grad_sync.h"
 #include "utils/engine/optim.h"
 #include "utils/eval/loss.h"
 

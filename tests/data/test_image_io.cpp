@@ -11,6 +11,7 @@
 
 #include "data/image_io.h"
 #include "test_helpers.h"
+#include "utils/core/paths.h"
 
 namespace fs = std::filesystem;
 using namespace yolo;
@@ -108,7 +109,8 @@ TEST(ImageIo, JpegsDecodeToImreadsPixels) {
 }
 
 TEST(ImageIo, Coco128DecodesToImreadsPixels) {
-  const fs::path dir = fs::path(YOLO_SOURCE_ROOT) / "../shared/datasets/coco128/images/train2017";
+  const fs::path dir =
+      fs::path(yolo::project_root()) / "../shared/datasets/coco128/images/train2017";
   if (!jpeg_fast_path() || !fs::is_directory(dir)) {
     GTEST_SKIP() << "needs libjpeg-turbo and " << dir.string();
   }

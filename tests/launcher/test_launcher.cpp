@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "utils/core/errors.h"
-#include "utils/dist/launcher.h"
+#include "utils/distributed/launcher.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;

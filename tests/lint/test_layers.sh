@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: test_layers.sh SOURCE_ROOT
 # The libraries include only from the layers before them (docs/ARCHITECTURE.md):
-#   core -> models, data -> viz -> eval -> dist -> engine -> apps
+#   core -> models, data -> viz -> eval -> distributed -> engine -> apps
 # so the dependency order stays acyclic; apps/ never holds code another folder includes.
 set -euo pipefail
 ROOT=${1:?usage: test_layers.sh SOURCE_ROOT}
@@ -12,9 +12,9 @@ declare -A ALLOWED=(
   [data]="utils/core data"
   [utils/viz]="utils/core utils/viz"
   [utils/eval]="utils/core models data utils/viz utils/eval"
-  [utils/dist]="utils/core models utils/dist"
-  [utils/engine]="utils/core models data utils/viz utils/eval utils/dist utils/engine"
-  [apps]="utils/core models data utils/viz utils/eval utils/dist utils/engine"
+  [utils/distributed]="utils/core models utils/distributed"
+  [utils/engine]="utils/core models data utils/viz utils/eval utils/distributed utils/engine"
+  [apps]="utils/core models data utils/viz utils/eval utils/distributed utils/engine"
 )
 bad=0
 for layer in "${!ALLOWED[@]}"; do
@@ -34,8 +34,8 @@ for layer in "${!ALLOWED[@]}"; do
   done < <(grep -rHE '^#include "[a-z_]+/' --include='*.h' --include='*.cpp' "$layer" || true)
 done
 for f in $(find utils -maxdepth 1 -name '*.h' -o -maxdepth 1 -name '*.cpp'); do
-  echo "$f: sources belong in a layer's folder (utils/core, viz, eval, dist or engine)"
+  echo "$f: sources belong in a layer's folder (utils/core, viz, eval, distributed or engine)"
   bad=1
 done
 ((bad == 0)) || { echo "FAIL: includes against the layer order"; exit 1; }
-echo "layers ok: core -> models, data -> viz -> eval -> dist -> engine -> apps"
+echo "layers ok: core -> models, data -> viz -> eval -> distributed -> engine -> apps"

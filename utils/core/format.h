@@ -17,4 +17,7 @@ std::string class_name(const std::vector<std::string>& names, int cls);
 // retitle the user's terminal. Other UTF-8 passes unchanged.
 std::string terminal_safe(const std::string& s);
 
+// `s` as a JSON string: quoted, with JSON's escapes for quotes, backslashes and control bytes.
+std::string json_quote(const std::string& s);
+
 }  // namespace yolo

@@ -1,292 +1,184 @@
 #include "utils/core/json.h"
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 #include <stdexcept>
+#include <string_view>
+#include <system_error>
+
+namespace fs = std::filesystem;
 
 namespace yolo {
 
 namespace {
 
-class Parser {
- public:
-  Parser(const std::string& text, const std::string& where, const std::set<std::string>& skip)
-      : s_(text), where_(where), skip_(skip) {}
-
-  JsonValue document() {
-    JsonValue v = value(0);
-    ws();
-    if (i_ < s_.size()) fail("unexpected text after the JSON value");
-    return v;
+// The file in simdjson's padded buffer (it reads a few bytes past the end with SIMD loads).
+simdjson::padded_string load(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw std::runtime_error(path + ": is a folder, not a JSON file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
+  const auto size = fs::is_regular_file(path, ec) ? fs::file_size(path, ec) : 0;
+  if (ec || size == 0) {  // a pipe, or a size we cannot get: read it as a stream
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (in.bad()) throw std::runtime_error(path + ": read error");
+    return simdjson::padded_string(text);
   }
+  simdjson::padded_string text(size);
+  if (!in.read(text.data(), static_cast<std::streamsize>(size)) ||
+      in.gcount() != std::streamsize(size))
+    throw std::runtime_error(path + ": read error (the file changed while it was read?)");
+  return text;
+}
 
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    size_t line = 1, col = 1;
-    for (size_t k = 0; k < i_ && k < s_.size(); ++k) {
-      if (s_[k] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw std::runtime_error(where_ + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                             ": " + what);
-  }
-
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t'))
-      ++i_;
-  }
-
-  char peek() {
-    ws();
-    if (i_ >= s_.size()) fail("unexpected end of file");
-    return s_[i_];
-  }
-
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-
-  void literal(const char* word) {
-    const size_t n = std::strlen(word);
-    if (s_.compare(i_, n, word) != 0) fail("unexpected character");
-    i_ += n;
-  }
-
-  JsonValue value(int depth) {
-    if (depth > 512) fail("nested too deeply");
-    JsonValue v;
-    switch (peek()) {
-      case '{':
-        object(v, depth);
-        break;
-      case '[':
-        array(v, depth);
-        break;
-      case '"':
-        v.type = JsonValue::Type::kString;
-        v.str = string();
-        break;
-      case 't':
-        literal("true");
-        v.type = JsonValue::Type::kBool;
-        v.boolean = true;
-        break;
-      case 'f':
-        literal("false");
-        v.type = JsonValue::Type::kBool;
-        break;
-      case 'n':
-        literal("null");
-        break;
-      default:
-        v.type = JsonValue::Type::kNumber;
-        v.number = number();
-    }
-    return v;
-  }
-
-  void object(JsonValue& v, int depth) {
-    v.type = JsonValue::Type::kObject;
-    expect('{');
-    if (peek() == '}') {
-      ++i_;
-      return;
-    }
-    for (;;) {
-      if (peek() != '"') fail("expected a quoted member name");
-      std::string key = string();
-      expect(':');
-      JsonValue member = value(depth + 1);
-      if (!skip_.count(key)) v.members.emplace_back(std::move(key), std::move(member));
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      expect('}');
-      return;
-    }
-  }
-
-  void array(JsonValue& v, int depth) {
-    v.type = JsonValue::Type::kArray;
-    expect('[');
-    if (peek() == ']') {
-      ++i_;
-      return;
-    }
-    for (;;) {
-      v.items.push_back(value(depth + 1));
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      expect(']');
-      return;
-    }
-  }
-
-  double number() {
-    const char* begin = s_.c_str() + i_;
-    if (!(*begin == '-' || (*begin >= '0' && *begin <= '9'))) fail("unexpected character");
-    char* end = nullptr;
-    errno = 0;
-    const double d = std::strtod(begin, &end);
-    if (end == begin) fail("bad number");
-    i_ += static_cast<size_t>(end - begin);
-    return d;
-  }
-
-  static void put_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+std::string line_column(std::string_view text, size_t offset) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
     } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      ++column;
     }
   }
+  return std::to_string(line) + ":" + std::to_string(column);
+}
 
-  uint32_t hex4() {
-    if (i_ + 4 > s_.size()) fail("truncated \\u escape");
-    uint32_t cp = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_++];
-      cp <<= 4;
-      if (c >= '0' && c <= '9') {
-        cp |= static_cast<uint32_t>(c - '0');
-      } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
-        cp |= static_cast<uint32_t>((c | 0x20) - 'a' + 10);
-      } else {
-        fail("bad \\u escape");
+// The opening quote of a string that never closes, or npos.
+size_t unclosed_string(std::string_view t) {
+  size_t open = std::string_view::npos;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (open != std::string_view::npos) {
+      if (t[i] == '\\') {
+        ++i;
+      } else if (t[i] == '"') {
+        open = std::string_view::npos;
       }
-    }
-    return cp;
-  }
-
-  std::string string() {
-    ++i_;  // the opening quote
-    std::string out;
-    for (;;) {
-      if (i_ >= s_.size()) fail("unterminated string");
-      const char c = s_[i_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-      if (c != '\\') {
-        out.push_back(c);
-        continue;
-      }
-      if (i_ >= s_.size()) fail("unterminated string");
-      const char e = s_[i_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out.push_back(e);
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00 && s_.compare(i_, 2, "\\u") == 0) {
-            i_ += 2;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4() - 0xDC00);
-          }
-          put_utf8(out, cp);
-          break;
-        }
-        default:
-          fail("bad escape in a string");
-      }
+    } else if (t[i] == '"') {
+      open = i;
     }
   }
+  return open;
+}
 
-  const std::string& s_;
-  const std::string& where_;
-  const std::set<std::string>& skip_;
-  size_t i_ = 0;
-};
+// The first byte that does not start a valid UTF-8 sequence (overlong forms, surrogates and code
+// points above U+10FFFF count as invalid, as in simdjson), or npos.
+size_t invalid_utf8(std::string_view t) {
+  const auto* s = reinterpret_cast<const unsigned char*>(t.data());
+  for (size_t i = 0; i < t.size();) {
+    const unsigned c = s[i];
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > t.size()) return i;
+    uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+std::string describe(simdjson::error_code e) {
+  using simdjson::error_code;
+  switch (e) {
+    case error_code::TAPE_ERROR:
+      return "malformed JSON (a missing or extra comma, colon, bracket or brace?)";
+    case error_code::INCORRECT_TYPE:
+      return "unexpected character";
+    case error_code::NUMBER_ERROR:
+      return "malformed number (or an unclosed list or object at the end of the file)";
+    case error_code::NUMBER_OUT_OF_RANGE:
+      return "number out of range";
+    case error_code::STRING_ERROR:
+      return "malformed string (a bad escape?)";
+    case error_code::T_ATOM_ERROR:
+    case error_code::F_ATOM_ERROR:
+    case error_code::N_ATOM_ERROR:
+      return "unexpected character (not true, false or null)";
+    case error_code::UNCLOSED_STRING:
+      return "a string opened here is never closed";
+    case error_code::UTF8_ERROR:
+      return "invalid UTF-8";
+    case error_code::UNESCAPED_CHARS:
+      return "control character in a string";
+    case error_code::EMPTY:
+      return "no JSON value (the file is empty or only whitespace)";
+    case error_code::DEPTH_ERROR:
+      return "nested too deeply";
+    case error_code::CAPACITY:
+      return "larger than the 4 GB a JSON file may have";
+    default:
+      return simdjson::error_message(e);
+  }
+}
 
 }  // namespace
 
-const JsonValue* JsonValue::find(const std::string& key) const {
-  for (const auto& [k, v] : members) {
-    if (k == key) return &v;
+void read_json_file(const std::string& path, const std::function<void(json::document&)>& read) {
+  const simdjson::padded_string text = load(path);
+  const std::string_view view(text.data(), text.size());
+  auto fail_at = [&](size_t offset, const std::string& what) {
+    throw std::runtime_error(path + ":" + line_column(view, offset) + ": " + what);
+  };
+  json::parser parser;
+  json::document doc;
+  if (const auto e = parser.iterate(text).get(doc)) {
+    // The structural pass found it; simdjson does not say where, so look.
+    const size_t at = e == simdjson::UNCLOSED_STRING ? unclosed_string(view)
+                      : e == simdjson::UTF8_ERROR    ? invalid_utf8(view)
+                                                     : std::string_view::npos;
+    if (at != std::string_view::npos) fail_at(at, describe(e));
+    throw std::runtime_error(path + ": " + describe(e));
   }
-  return nullptr;
-}
-
-JsonValue parse_json(const std::string& text, const std::string& where,
-                     const std::set<std::string>& skip) {
-  return Parser(text, where, skip).document();
-}
-
-JsonValue read_json_file(const std::string& path, const std::set<std::string>& skip) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_json(ss.str(), path, skip);
-}
-
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
+  auto position = [&] {
+    const auto where = doc.current_location();
+    return where.error() ? view.size() : static_cast<size_t>(where.value_unsafe() - text.data());
+  };
+  try {
+    read(doc);
+  } catch (const simdjson::simdjson_error& e) {
+    fail_at(position(), describe(e.error()));
   }
-  return out + "\"";
+  // Past the top-level value the document has no current location, unless text follows.
+  if (!doc.current_location().error()) fail_at(position(), "unexpected text after the JSON value");
+}
+
+void json_skip(json::value value) {
+  switch (value.type().value()) {
+    case json::json_type::array:
+      for (auto item : value.get_array()) json_skip(item.value());
+      break;
+    case json::json_type::object:
+      for (auto member : value.get_object()) {
+        (void)member.unescaped_key().value();
+        json_skip(member.value().value());
+      }
+      break;
+    case json::json_type::number:
+      (void)value.get_double().value();
+      break;
+    case json::json_type::string:
+      (void)value.get_string().value();
+      break;
+    case json::json_type::boolean:
+      (void)value.get_bool().value();
+      break;
+    case json::json_type::null:
+      if (!value.is_null().value()) throw simdjson::simdjson_error(simdjson::N_ATOM_ERROR);
+      break;
+  }
+}
+
+bool json_number(json::value& value, double& out) {
+  if (value.type().value() != json::json_type::number) return false;
+  out = value.get_double().value();
+  return true;
 }
 
 }  // namespace yolo

@@ -1,39 +1,29 @@
 #pragma once
-// A small JSON reader for the files COCO tools exchange (annotations, results). Values are a
-// plain tree; keys listed in `skip` are checked for syntax but not stored, which keeps COCO's
-// polygon lists out of memory when only boxes are wanted.
-#include <cstdint>
-#include <set>
+// Reading JSON files (COCO annotations and results) with simdjson's on-demand parser: the file is
+// loaded once and values are parsed where a reader asks for them, so COCO's polygons are checked
+// but never stored. Malformed text fails with "<file>:<line>:<column>: <what is wrong>".
+#include <simdjson.h>
+
+#include <functional>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace yolo {
 
-struct JsonValue {
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  Type type = Type::kNull;
-  bool boolean = false;
-  double number = 0;
-  std::string str;                                         // kString
-  std::vector<JsonValue> items;                            // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in file order
+namespace json = simdjson::ondemand;
 
-  bool is_number() const { return type == Type::kNumber; }
-  bool is_string() const { return type == Type::kString; }
-  bool is_array() const { return type == Type::kArray; }
-  bool is_object() const { return type == Type::kObject; }
-  // The member named `key`, or nullptr (also when this is not an object).
-  const JsonValue* find(const std::string& key) const;
-};
+// Loads `path` and calls `read` with its document. `read` walks it forward (simdjson's on-demand
+// rules: each value once, in file order) and must consume the whole top-level value, skipping
+// what it does not keep with json_skip. simdjson's errors, thrown as simdjson::simdjson_error
+// inside `read`, become std::runtime_error naming the file and the line:column where parsing
+// stopped; so do a missing or unreadable file and text after the top-level value. Other
+// exceptions from `read` pass through unchanged.
+void read_json_file(const std::string& path, const std::function<void(json::document&)>& read);
 
-// Parses `text`; throws std::runtime_error "<where>:<line>:<column>: <what is wrong>".
-JsonValue parse_json(const std::string& text, const std::string& where,
-                     const std::set<std::string>& skip = {});
-// Reads and parses a file; errors name the file (missing, unreadable, bad JSON at line:column).
-JsonValue read_json_file(const std::string& path, const std::set<std::string>& skip = {});
+// Walks a value that is not kept, checking that everything in it (numbers, strings, literals,
+// nesting) is well-formed JSON, as a full parser would.
+void json_skip(json::value value);
 
-// `s` with JSON string escapes, in quotes.
-std::string json_quote(const std::string& s);
+// The value as a double if it is a JSON number; false (and `out` unchanged) for other types.
+bool json_number(json::value& value, double& out);
 
 }  // namespace yolo

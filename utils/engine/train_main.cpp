@@ -9,8 +9,8 @@
 #include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/options.h"
-#include "utils/dist/distributed.h"
-#include "utils/dist/launcher.h"
+#include "utils/distributed/distributed.h"
+#include "utils/distributed/launcher.h"
 #include "utils/engine/evolve.h"
 #include "utils/engine/trainer.h"
 

@@ -20,9 +20,9 @@
 #include "utils/core/device.h"
 #include "utils/core/hyp.h"
 #include "utils/core/options.h"
-#include "utils/dist/data_parallel.h"
-#include "utils/dist/ddp_setup.h"
-#include "utils/dist/grad_sync.h"
+#include "utils/distributed/data_parallel.h"
+#include "utils/distributed/ddp_setup.h"
+#include "utils/distributed/grad_sync.h"
 #include "utils/engine/ema.h"
 #include "utils/eval/loss.h"
 

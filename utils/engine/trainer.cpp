@@ -14,7 +14,7 @@
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/stopwatch.h"
-#include "utils/dist/distributed.h"
+#include "utils/distributed/distributed.h"
 #include "utils/engine/optim.h"
 #include "utils/engine/train_callbacks.h"
 #include "utils/eval/metrics.h"

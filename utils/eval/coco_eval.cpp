@@ -8,6 +8,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "utils/core/format.h"
 #include "utils/core/json.h"
 
 namespace yolo {
@@ -175,30 +176,110 @@ Curve accumulate(const std::vector<const ImageEval*>& evals, int max_det) {
 
 double mean_or_minus1(double sum, int n) { return n ? sum / n : -1; }
 
-CocoBox parse_annotation(const JsonValue& a, const std::string& where) {
-  const JsonValue* img = a.find("image_id");
-  const JsonValue* cat = a.find("category_id");
-  const JsonValue* bbox = a.find("bbox");
-  if (!img || !cat || !cat->is_number() || !bbox || !bbox->is_array() || bbox->items.size() != 4) {
-    throw std::runtime_error(where + ": needs image_id, a numeric category_id and a 4-number bbox");
+// An image id: a number (as an integer key) or a string; false for other types.
+bool read_image_id(json::value& v, std::string& out) {
+  double d = 0;
+  if (json_number(v, d)) {
+    out = std::to_string(static_cast<long long>(d));
+    return true;
   }
+  if (v.type().value() != json::json_type::string) return false;
+  out = coco_image_key(std::string(v.get_string().value()));
+  return true;
+}
+
+// One annotation, or with `score` one detection: members in any order; the others, such as
+// segmentation, are checked as JSON and dropped. Errors name the item as `where()` says.
+template <typename Where>
+CocoBox read_box(json::value item, const Where& where, double* score) {
   CocoBox b;
-  b.image_id = img->is_number() ? std::to_string(static_cast<long long>(img->number))
-                                : coco_image_key(img->str);
-  b.category_id = static_cast<int64_t>(cat->number);
-  double* dst[4] = {&b.x, &b.y, &b.w, &b.h};
-  for (int k = 0; k < 4; ++k) {
-    if (!bbox->items[k].is_number())
-      throw std::runtime_error(where + ": bbox values must be numbers");
-    *dst[k] = bbox->items[k].number;
+  bool has_image = false, has_category = false, has_area = false, has_score = false;
+  bool bbox_numbers = true;
+  int bbox_size = -1;
+  double number = 0;
+  if (item.type().value() != json::json_type::object) {
+    json_skip(item);
+  } else {
+    for (auto member : item.get_object()) {
+      const std::string_view key = member.unescaped_key().value();
+      json::value v = member.value().value();
+      if (key == "image_id") {
+        has_image = read_image_id(v, b.image_id);
+        if (!has_image) json_skip(v);
+      } else if (key == "category_id" && json_number(v, number)) {
+        b.category_id = static_cast<int64_t>(number);
+        has_category = true;
+      } else if (key == "bbox" && v.type().value() == json::json_type::array) {
+        double* dst[4] = {&b.x, &b.y, &b.w, &b.h};
+        bbox_size = 0;
+        for (auto e : v.get_array()) {
+          json::value x = e.value();
+          if (bbox_size < 4 && json_number(x, number)) {
+            *dst[bbox_size] = number;
+          } else {
+            if (bbox_size < 4) bbox_numbers = false;
+            json_skip(x);
+          }
+          ++bbox_size;
+        }
+      } else if (key == "area" && json_number(v, b.area)) {
+        has_area = true;
+      } else if (key == "iscrowd" && v.type().value() == json::json_type::boolean) {
+        b.iscrowd = v.get_bool().value();
+      } else if (key == "iscrowd" && json_number(v, number)) {
+        b.iscrowd = number != 0;
+      } else if (key == "id" && json_number(v, number)) {
+        b.id = static_cast<int64_t>(number);
+      } else if (score && key == "score" && json_number(v, number)) {
+        *score = number;
+        has_score = true;
+      } else {
+        json_skip(v);
+      }
+    }
   }
-  const JsonValue* area = a.find("area");
-  b.area = area && area->is_number() ? area->number : b.w * b.h;
-  const JsonValue* crowd = a.find("iscrowd");
-  b.iscrowd = crowd && ((crowd->is_number() && crowd->number != 0) || crowd->boolean);
-  const JsonValue* id = a.find("id");
-  b.id = id && id->is_number() ? static_cast<int64_t>(id->number) : 0;
+  if (!has_image || !has_category || bbox_size != 4) {
+    throw std::runtime_error(where() +
+                             ": needs image_id, a numeric category_id and a 4-number bbox");
+  }
+  if (!bbox_numbers) throw std::runtime_error(where() + ": bbox values must be numbers");
+  if (score && !has_score) throw std::runtime_error(where() + ": needs a numeric score");
+  if (!has_area) b.area = b.w * b.h;
   return b;
+}
+
+// Calls `each(item, index)` for every item of the list `v`.
+template <typename Fn>
+void for_each_item(json::value& v, Fn&& each) {
+  size_t i = 0;
+  for (auto item : v.get_array()) each(item.value(), i++);
+}
+
+// The "id" member of an object (a number, or with `strings` also a string); false when absent.
+bool read_id(json::value item, bool strings, std::string& out) {
+  bool found = false;
+  if (item.type().value() != json::json_type::object) {
+    json_skip(item);
+    return false;
+  }
+  for (auto member : item.get_object()) {
+    const std::string_view key = member.unescaped_key().value();
+    json::value v = member.value().value();
+    if (key != "id") {
+      json_skip(v);
+      continue;
+    }
+    double d = 0;
+    if (json_number(v, d)) {
+      out = std::to_string(static_cast<long long>(d));
+      found = true;
+    } else if (strings && read_image_id(v, out)) {
+      found = true;
+    } else {
+      json_skip(v);
+    }
+  }
+  return found;
 }
 
 }  // namespace
@@ -212,50 +293,66 @@ std::string coco_image_id_json(const std::string& stem) {
 }
 
 CocoGroundTruth load_coco_ground_truth(const std::string& path) {
-  const JsonValue doc = read_json_file(path, {"segmentation"});
   CocoGroundTruth gt;
   gt.path = path;
-  const JsonValue* images = doc.find("images");
-  const JsonValue* anns = doc.find("annotations");
-  const JsonValue* cats = doc.find("categories");
-  if (!images || !images->is_array() || !anns || !anns->is_array() || !cats || !cats->is_array()) {
-    throw std::runtime_error(path +
-                             ": not a COCO annotations file (needs 'images', 'annotations' and "
-                             "'categories' lists)");
-  }
-  for (size_t i = 0; i < images->items.size(); ++i) {
-    const JsonValue* id = images->items[i].find("id");
-    if (!id || !(id->is_number() || id->is_string()))
-      throw std::runtime_error(path + ": images[" + std::to_string(i) + "] has no id");
-    gt.image_ids.push_back(id->is_number() ? std::to_string(static_cast<long long>(id->number))
-                                           : coco_image_key(id->str));
-  }
-  for (size_t i = 0; i < cats->items.size(); ++i) {
-    const JsonValue* id = cats->items[i].find("id");
-    if (!id || !id->is_number())
-      throw std::runtime_error(path + ": categories[" + std::to_string(i) + "] has no numeric id");
-    gt.category_ids.push_back(static_cast<int64_t>(id->number));
-  }
-  for (size_t i = 0; i < anns->items.size(); ++i) {
-    gt.annotations.push_back(
-        parse_annotation(anns->items[i], path + ": annotations[" + std::to_string(i) + "]"));
-  }
+  bool images = false, annotations = false, categories = false;
+  const std::string not_coco = path +
+                               ": not a COCO annotations file (needs 'images', 'annotations' and "
+                               "'categories' lists)";
+  read_json_file(path, [&](json::document& doc) {
+    if (doc.type().value() != json::json_type::object) throw std::runtime_error(not_coco);
+    for (auto member : doc.get_object()) {
+      const std::string_view key = member.unescaped_key().value();
+      json::value v = member.value().value();
+      const bool list = v.type().value() == json::json_type::array;
+      if (key == "images" && list) {
+        images = true;
+        for_each_item(v, [&](json::value item, size_t i) {
+          std::string id;
+          if (!read_id(item, true, id))
+            throw std::runtime_error(path + ": images[" + std::to_string(i) + "] has no id");
+          gt.image_ids.push_back(id);
+        });
+      } else if (key == "annotations" && list) {
+        annotations = true;
+        for_each_item(v, [&](json::value item, size_t i) {
+          const auto where = [&] { return path + ": annotations[" + std::to_string(i) + "]"; };
+          gt.annotations.push_back(read_box(item, where, nullptr));
+        });
+      } else if (key == "categories" && list) {
+        categories = true;
+        for_each_item(v, [&](json::value item, size_t i) {
+          std::string id;
+          if (!read_id(item, false, id)) {
+            throw std::runtime_error(path + ": categories[" + std::to_string(i) +
+                                     "] has no numeric id");
+          }
+          gt.category_ids.push_back(std::stoll(id));
+        });
+      } else {
+        json_skip(v);
+      }
+    }
+  });
+  if (!images || !annotations || !categories) throw std::runtime_error(not_coco);
   return gt;
 }
 
 std::vector<CocoBox> load_coco_results(const std::string& path) {
-  const JsonValue doc = read_json_file(path);
-  if (!doc.is_array()) throw std::runtime_error(path + ": a COCO results file is a JSON list");
   std::vector<CocoBox> out;
-  for (size_t i = 0; i < doc.items.size(); ++i) {
-    const std::string where = path + ": entry " + std::to_string(i);
-    CocoBox b = parse_annotation(doc.items[i], where);
-    const JsonValue* score = doc.items[i].find("score");
-    if (!score || !score->is_number()) throw std::runtime_error(where + ": needs a numeric score");
-    b.score = score->number;
-    b.area = b.w * b.h;
-    out.push_back(std::move(b));
-  }
+  read_json_file(path, [&](json::document& doc) {
+    if (doc.type().value() != json::json_type::array)
+      throw std::runtime_error(path + ": a COCO results file is a JSON list");
+    json::value list = doc.get_value().value();
+    for_each_item(list, [&](json::value item, size_t i) {
+      double score = 0;
+      const auto where = [&] { return path + ": entry " + std::to_string(i); };
+      CocoBox b = read_box(item, where, &score);
+      b.score = score;
+      b.area = b.w * b.h;
+      out.push_back(std::move(b));
+    });
+  });
   return out;
 }
 

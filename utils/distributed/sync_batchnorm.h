@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "utils/dist/distributed.h"
+#include "utils/distributed/distributed.h"
 
 namespace yolo {
 

@@ -1,4 +1,4 @@
-#include "utils/dist/sync_batchnorm.h"
+#include "utils/distributed/sync_batchnorm.h"
 
 #include <torch/torch.h>
 

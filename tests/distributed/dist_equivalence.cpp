@@ -1,5 +1,5 @@
-// Run under torchrun with 2 ranks (tests/dist/run_torchrun.sh). Checks that distributed training
-// computes what one process computes on the whole batch:
+// Run under torchrun with 2 ranks (tests/distributed/run_torchrun.sh). Checks that distributed
+// training computes what one process computes on the whole batch:
 //   syncbn: SyncBatchNorm's outputs, input gradients, weight gradients and running statistics
 //           equal BatchNorm2d's on the global batch (1e-5).
 //   ddp:    a scaled yolov5n with --sync-bn semantics, 2 ranks x 8 images, the loss scaled by the
@@ -15,9 +15,9 @@
 #include "models/yolo.h"
 #include "utils/core/hyp.h"
 #include "utils/core/paths.h"
-#include "utils/dist/distributed.h"
-#include "utils/dist/grad_sync.h"
-#include "utils/dist/sync_batchnorm.h"
+#include "utils/distributed/distributed.h"
+#include "utils/distributed/grad_sync.h"
+#include "utils/distributed/sync_batchnorm.h"
 #include "utils/engine/optim.h"
 #include "utils/eval/loss.h"
 

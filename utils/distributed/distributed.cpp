@@ -1,7 +1,7 @@
 // The one file that includes c10d: LibTorch 1.13's ProcessGroupGloo/NCCL derive from
 // c10d::ProcessGroup, 2.x's from c10d::Backend (which a ProcessGroup wraps). Both expose the same
 // collectives, so the implementation holds the concrete type through `PgImpl`.
-#include "utils/dist/distributed.h"
+#include "utils/distributed/distributed.h"
 
 // Debian builds LibTorch with Gloo; its header hides the class unless this is defined.
 #ifndef USE_C10D_GLOO
@@ -27,7 +27,7 @@
 
 #include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
-#include "utils/core/json.h"
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 
 namespace yolo {

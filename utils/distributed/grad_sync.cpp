@@ -1,4 +1,4 @@
-#include "utils/dist/grad_sync.h"
+#include "utils/distributed/grad_sync.h"
 
 #include <torch/torch.h>
 

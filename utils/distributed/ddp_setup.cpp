@@ -1,4 +1,4 @@
-#include "utils/dist/ddp_setup.h"
+#include "utils/distributed/ddp_setup.h"
 
 #include <torch/cuda.h>
 #include <torch/torch.h>

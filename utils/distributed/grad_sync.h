@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "utils/dist/distributed.h"
+#include "utils/distributed/distributed.h"
 
 namespace yolo {
 

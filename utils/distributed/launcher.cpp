@@ -1,4 +1,4 @@
-#include "utils/dist/launcher.h"
+#include "utils/distributed/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

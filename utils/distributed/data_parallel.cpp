@@ -1,4 +1,4 @@
-#include "utils/dist/data_parallel.h"
+#include "utils/distributed/data_parallel.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>

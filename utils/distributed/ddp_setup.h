@@ -8,7 +8,7 @@
 
 #include "utils/core/device.h"
 #include "utils/core/options.h"
-#include "utils/dist/distributed.h"
+#include "utils/distributed/distributed.h"
 
 namespace yolo {
 
