@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzes the label parser, the label cache, the YAML loaders and the restricted unpickler (YOLOv5
-# checkpoints) with libFuzzer (clang) for a bounded time. Opt-in: not part of the default build or ctest.
+# Fuzzes the label parser, the label cache, the YAML loaders, the restricted unpickler (YOLOv5
+# checkpoints) and the COCO JSON readers with libFuzzer (clang) for a bounded time. Opt-in: not part of the default build or ctest.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]
-#   targets: fuzz_labels fuzz_yaml fuzz_pickle (default: all). Builds into build-fuzz/ (clang, ASan+UBSan,
+#   targets: fuzz_labels fuzz_yaml fuzz_pickle fuzz_json (default: all). Builds into build-fuzz/ (clang, ASan+UBSan,
 #   libFuzzer instrumentation). Findings (crash-*, slow-unit-*) land in build-fuzz/fuzz-runs/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_labels fuzz_yaml fuzz_pickle)
+((${#targets[@]})) || targets=(fuzz_labels fuzz_yaml fuzz_pickle fuzz_json)
 # clang (libFuzzer) is needed only here, so it is installed here rather than by setup.sh.
 if ! command -v clang++ >/dev/null; then
   SUDO=""
@@ -41,6 +41,16 @@ for t in "${targets[@]}"; do
     fuzz_labels) printf '0 0.5 0.5 0.2 0.2\n1 0.1 0.2 0.5 0.2 0.5 0.6 0.1 0.6\n' >"$dir/corpus/seed.txt" ;;
     fuzz_yaml) seeds=(configs/data configs/models hyp) ;;
     fuzz_pickle) python3 tests/reliability/fuzz/pickle_seeds.py "$dir/corpus" ;;
+    fuzz_json)
+      printf '%s\n' '{"images": [{"id": 7, "file_name": "a.jpg"}, {"id": "b"}], "categories":' \
+        ' [{"id": 3, "name": "x"}], "annotations": [{"id": 1, "image_id": 7, "category_id": 3,' \
+        ' "bbox": [1.5, 2, 30, 40e0], "area": 99, "iscrowd": 0, "segmentation": [[1, 2, 3, 4]]},' \
+        ' {"id": 2, "image_id": "b", "category_id": 3, "bbox": [0, 0, 9, 9], "iscrowd": true,' \
+        ' "segmentation": {"counts": [1, 2], "size": [4, 4]}}], "info": {"s": "\u00e9\n"}}' \
+        >"$dir/corpus/gt.json"
+      printf '%s\n' '[{"image_id": 7, "category_id": 3, "bbox": [1, 2, 3, 4], "score": 0.9},' \
+        ' {"image_id": "b", "category_id": 3, "bbox": [0, 0, 9, 9], "score": 1e-3}]' \
+        >"$dir/corpus/results.json" ;;
   esac
   echo "fuzz: $t for ${secs}s"
   (cd "$dir" && TMPDIR="$PWD/tmp" "$OLDPWD/$BUILD_DIR/fuzz/$t" -max_total_time="$secs" -max_len=4096 \

@@ -248,6 +248,14 @@ TEST(CocoEval, GroundTruthAndResultsFilesAreReadAndCheckedWithTheirNames) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), gt_path + ": annotations[0]: bbox values must be numbers");
   }
+  // Ids beyond 64 bits are refused as missing, not cast (a cast would be undefined).
+  std::ofstream(gt_path) << R"({"images": [{"id": 1e300}], "categories": [], "annotations": []})";
+  try {
+    load_coco_ground_truth(gt_path);
+    FAIL() << "an image id of 1e300 was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), gt_path + ": images[0] has no id");
+  }
   fs::remove_all(dir);
 }
 

@@ -176,16 +176,29 @@ Curve accumulate(const std::vector<const ImageEval*>& evals, int max_det) {
 
 double mean_or_minus1(double sum, int n) { return n ? sum / n : -1; }
 
-// An image id: a number (as an integer key) or a string; false for other types.
+// `d` as an integer id; false when it is outside int64's range (or NaN), where a cast is undefined.
+bool to_int64(double d, int64_t& out) {
+  if (!(d >= -9.2e18 && d <= 9.2e18)) return false;
+  out = static_cast<int64_t>(d);
+  return true;
+}
+
+// Reads an image id, consuming the value: a number (as an integer key) or a string; false for
+// other types and for numbers beyond int64.
 bool read_image_id(json::value& v, std::string& out) {
   double d = 0;
+  int64_t i = 0;
   if (json_number(v, d)) {
-    out = std::to_string(static_cast<long long>(d));
+    if (!to_int64(d, i)) return false;
+    out = std::to_string(i);
     return true;
   }
-  if (v.type().value() != json::json_type::string) return false;
-  out = coco_image_key(std::string(v.get_string().value()));
-  return true;
+  if (v.type().value() == json::json_type::string) {
+    out = coco_image_key(std::string(v.get_string().value()));
+    return true;
+  }
+  json_skip(v);
+  return false;
 }
 
 // One annotation, or with `score` one detection: members in any order; the others, such as
@@ -205,10 +218,8 @@ CocoBox read_box(json::value item, const Where& where, double* score) {
       json::value v = member.value().value();
       if (key == "image_id") {
         has_image = read_image_id(v, b.image_id);
-        if (!has_image) json_skip(v);
       } else if (key == "category_id" && json_number(v, number)) {
-        b.category_id = static_cast<int64_t>(number);
-        has_category = true;
+        has_category = to_int64(number, b.category_id);
       } else if (key == "bbox" && v.type().value() == json::json_type::array) {
         double* dst[4] = {&b.x, &b.y, &b.w, &b.h};
         bbox_size = 0;
@@ -229,7 +240,7 @@ CocoBox read_box(json::value item, const Where& where, double* score) {
       } else if (key == "iscrowd" && json_number(v, number)) {
         b.iscrowd = number != 0;
       } else if (key == "id" && json_number(v, number)) {
-        b.id = static_cast<int64_t>(number);
+        to_int64(number, b.id);  // beyond int64 it stays 0, as a missing id
       } else if (score && key == "score" && json_number(v, number)) {
         *score = number;
         has_score = true;
@@ -270,11 +281,12 @@ bool read_id(json::value item, bool strings, std::string& out) {
       continue;
     }
     double d = 0;
+    int64_t i = 0;
     if (json_number(v, d)) {
-      out = std::to_string(static_cast<long long>(d));
-      found = true;
-    } else if (strings && read_image_id(v, out)) {
-      found = true;
+      found = to_int64(d, i);
+      out = std::to_string(i);
+    } else if (strings) {
+      found = read_image_id(v, out);
     } else {
       json_skip(v);
     }
