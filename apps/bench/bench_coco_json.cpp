@@ -147,32 +147,46 @@ void write_results(const fs::path& path, const Args& a) {
   out.close();
 }
 
-// Runs `fn` in a child process; prints its time, peak RSS and what it read.
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024;  // KiB on Linux
+}
+
+// Runs `fn` in a fresh child process, so that the peak RSS it sees is its own; true if it
+// returned (an exception is printed under `name`).
 template <typename Fn>
-bool measure(const char* name, const fs::path& file, Fn fn) {
+bool in_child(const char* name, Fn fn) {
   std::fflush(stdout);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    int code = 0;
     try {
-      const auto t0 = std::chrono::steady_clock::now();
-      const std::string what = fn();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      rusage ru{};
-      getrusage(RUSAGE_SELF, &ru);
-      const double mb = static_cast<double>(fs::file_size(file)) / 1e6;
-      std::printf("| %-22s | %8.0f | %6.2f | %8.0f | %8.0f | %s |\n", name, mb, s, mb / s,
-                  static_cast<double>(ru.ru_maxrss) / 1024, what.c_str());
-      std::fflush(stdout);
-      std::_Exit(0);
+      fn();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: %s\n", name, e.what());
-      std::_Exit(1);
+      code = 1;
     }
+    std::fflush(stdout);
+    std::_Exit(code);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Times `read` (which says what it read) in a child; prints one table row.
+template <typename Fn>
+bool measure(const char* name, const fs::path& file, Fn read) {
+  return in_child(name, [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string what = read();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double mb = static_cast<double>(fs::file_size(file)) / 1e6;
+    std::printf("| %-22s | %8.0f | %6.2f | %8.0f | %8.0f | %s |\n", name, mb, s, mb / s,
+                peak_rss_mib(), what.c_str());
+  });
 }
 
 }  // namespace
@@ -194,38 +208,27 @@ int main(int argc, char** argv) {
       std::to_string(a.images) + "_" + std::to_string(a.annotations) + "_" + std::to_string(a.seed);
   const fs::path gt = dir / ("instances_" + tag + ".json");
   const fs::path res = dir / ("results_" + std::to_string(a.detections) + "_" + tag + ".json");
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   if (!fs::exists(gt)) write_annotations(gt, a);
   if (!fs::exists(res)) write_results(res, a);
   std::printf("files ready in %.1f s: %s, %s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               gt.c_str(), res.c_str());
   // The process's own peak before it reads anything (LibTorch's libraries are mapped), to subtract.
-  std::fflush(stdout);
-  if (const pid_t pid = fork(); pid == 0) {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    std::printf("peak RSS of the process before reading: %.0f MiB\n",
-                static_cast<double>(ru.ru_maxrss) / 1024);
-    std::fflush(stdout);
-    std::_Exit(0);
-  } else if (pid > 0) {
-    waitpid(pid, nullptr, 0);
-  }
+  in_child("baseline", [] {
+    std::printf("peak RSS of the process before reading: %.0f MiB\n", peak_rss_mib());
+  });
   std::printf("| %-22s | %8s | %6s | %8s | %8s | %s |\n", "read", "MB", "s", "MB/s", "peak MiB",
               "content");
   std::printf("|---|---|---|---|---|---|\n");
-  bool ok = measure("load_coco_ground_truth", gt, [&] {
+  const bool gt_ok = measure("load_coco_ground_truth", gt, [&] {
     const yolo::CocoGroundTruth g = yolo::load_coco_ground_truth(gt.string());
     return std::to_string(g.image_ids.size()) + " images, " + std::to_string(g.annotations.size()) +
            " annotations, " + std::to_string(g.category_ids.size()) + " categories";
   });
-  ok =
-      measure("load_coco_results", res,
-              [&] {
-                return std::to_string(yolo::load_coco_results(res.string()).size()) + " detections";
-              }) &&
-      ok;
+  const bool res_ok = measure("load_coco_results", res, [&] {
+    return std::to_string(yolo::load_coco_results(res.string()).size()) + " detections";
+  });
   if (temp) fs::remove_all(dir);
-  return ok ? 0 : 1;
+  return gt_ok && res_ok ? 0 : 1;
 }

@@ -123,14 +123,24 @@ class Heartbeat {
   std::thread thread_;
 };
 
+// What `e` says, without the stack trace a c10::Error carries.
+std::string message_of(const std::exception& e) {
+  const auto* ce = dynamic_cast<const c10::Error*>(&e);
+  return ce ? ce->what_without_backtrace() : e.what();
+}
+
+// Its first line only, for errors wrapped into one line of our own.
+std::string without_backtrace(const std::exception& e) {
+  const std::string m = message_of(e);
+  return m.substr(0, m.find('\n'));
+}
+
 // A failed collective almost always means another rank is gone: name it when the heartbeats can.
 [[noreturn]] void collective_failed(int rank, const char* op, const std::exception& e,
                                     const Heartbeat* hb) {
-  const auto* ce = dynamic_cast<const c10::Error*>(&e);
   const std::string silent = hb ? hb->silent_ranks(std::chrono::milliseconds(2500)) : "";
   throw std::runtime_error(
-      "rank " + std::to_string(rank) + ": " + op + " failed (" +
-      (ce ? ce->what_without_backtrace() : e.what()) + "): " +
+      "rank " + std::to_string(rank) + ": " + op + " failed (" + message_of(e) + "): " +
       (silent.empty() ? "another rank stopped (error, crash or kill; torchrun's summary names it)"
                         " or did not answer within --dist-timeout"
                       : "lost " + silent + " (no heartbeat for 2.5 s: killed, crashed or hung)"));
@@ -244,12 +254,6 @@ class C10dGroup : public ProcessGroup {
   std::string backend_;
 };
 
-std::string without_backtrace(const std::exception& e) {
-  const auto* ce = dynamic_cast<const c10::Error*>(&e);
-  std::string m = ce ? ce->what_without_backtrace() : e.what();
-  return m.substr(0, m.find('\n'));
-}
-
 // Every rank says it is here and waits for the others, saying once whom it waits for and where:
 // without it a missing rank shows only as a silent wait and a library stack trace at the timeout.
 void rendezvous(c10d::Store& store, const DistEnv& env, std::chrono::milliseconds timeout) {
@@ -257,6 +261,11 @@ void rendezvous(c10d::Store& store, const DistEnv& env, std::chrono::millisecond
   store.set(key(env.rank), std::vector<uint8_t>{1});
   const auto start = std::chrono::steady_clock::now();
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  const std::string me = "rank " + std::to_string(env.rank) + ": ";
+  const std::string of_world = " of WORLD_SIZE=" + std::to_string(env.world_size);
+  const std::string fix = "start them (torchrun --nproc_per_node " +
+                          std::to_string(env.world_size) + " starts all ranks; train " +
+                          "--nproc-per-node N starts them without torchrun)";
   bool said = false;
   while (true) {
     std::vector<int> missing;
@@ -264,24 +273,18 @@ void rendezvous(c10d::Store& store, const DistEnv& env, std::chrono::millisecond
       if (!store.check({key(r)})) missing.push_back(r);
     }
     if (missing.empty()) return;
-    std::string ranks;
-    for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    std::string who = missing.size() > 1 ? "ranks " : "rank ";
+    for (size_t i = 0; i < missing.size(); ++i) who += (i ? ", " : "") + std::to_string(missing[i]);
+    who += of_world;
     const auto waited = std::chrono::steady_clock::now() - start;
-    const std::string fix = "start them (torchrun --nproc_per_node " +
-                            std::to_string(env.world_size) + " starts all ranks; train " +
-                            "--nproc-per-node N starts them without torchrun)";
     if (waited > timeout) {
       throw std::runtime_error(
-          "rank " + std::to_string(env.rank) + ": rank" + (missing.size() > 1 ? "s " : " ") +
-          ranks + " of WORLD_SIZE=" + std::to_string(env.world_size) + " did not join at " + where +
-          " within --dist-timeout (" +
+          me + who + " did not join at " + where + " within --dist-timeout (" +
           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
           " s); " + fix);
     }
     if (!said && waited > std::chrono::seconds(2)) {
-      log_info("rank " + std::to_string(env.rank) + ": waiting at " + where + " for rank" +
-               (missing.size() > 1 ? "s " : " ") + ranks +
-               " of WORLD_SIZE=" + std::to_string(env.world_size) + "; " + fix);
+      log_info(me + "waiting at " + where + " for " + who + "; " + fix);
       said = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -266,27 +266,20 @@ void for_each_item(json::value& v, Fn&& each) {
   for (auto item : v.get_array()) each(item.value(), i++);
 }
 
-// The "id" member of an object (a number, or with `strings` also a string); false when absent.
-bool read_id(json::value item, bool strings, std::string& out) {
-  bool found = false;
+// Calls `read(value)` on the "id" member of an object, skipping the others; `read` consumes the
+// value and says whether it took it. False when there is no id it took (or no object).
+template <typename Read>
+bool read_id(json::value item, Read&& read) {
   if (item.type().value() != json::json_type::object) {
     json_skip(item);
     return false;
   }
+  bool found = false;
   for (auto member : item.get_object()) {
     const std::string_view key = member.unescaped_key().value();
     json::value v = member.value().value();
-    if (key != "id") {
-      json_skip(v);
-      continue;
-    }
-    double d = 0;
-    int64_t i = 0;
-    if (json_number(v, d)) {
-      found = to_int64(d, i);
-      out = std::to_string(i);
-    } else if (strings) {
-      found = read_image_id(v, out);
+    if (key == "id") {
+      found = read(v);
     } else {
       json_skip(v);
     }
@@ -321,7 +314,7 @@ CocoGroundTruth load_coco_ground_truth(const std::string& path) {
         images = true;
         for_each_item(v, [&](json::value item, size_t i) {
           std::string id;
-          if (!read_id(item, true, id))
+          if (!read_id(item, [&](json::value& v) { return read_image_id(v, id); }))
             throw std::runtime_error(path + ": images[" + std::to_string(i) + "] has no id");
           gt.image_ids.push_back(id);
         });
@@ -334,12 +327,18 @@ CocoGroundTruth load_coco_ground_truth(const std::string& path) {
       } else if (key == "categories" && list) {
         categories = true;
         for_each_item(v, [&](json::value item, size_t i) {
-          std::string id;
-          if (!read_id(item, false, id)) {
+          int64_t id = 0;
+          const auto numeric = [&](json::value& v) {
+            double d = 0;
+            if (json_number(v, d)) return to_int64(d, id);
+            json_skip(v);
+            return false;
+          };
+          if (!read_id(item, numeric)) {
             throw std::runtime_error(path + ": categories[" + std::to_string(i) +
                                      "] has no numeric id");
           }
-          gt.category_ids.push_back(std::stoll(id));
+          gt.category_ids.push_back(id);
         });
       } else {
         json_skip(v);

@@ -38,4 +38,14 @@ inline void require_names(const std::exception& e, const std::string& path) {
   }
 }
 
+// Runs one loader: it either accepts the input or refuses it naming the file.
+template <typename Fn>
+void accepted_or_named(const std::string& path, Fn&& load) {
+  try {
+    load();
+  } catch (const std::exception& e) {
+    require_names(e, path);
+  }
+}
+
 }  // namespace yolo::fuzz

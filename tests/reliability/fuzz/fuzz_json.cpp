@@ -10,17 +10,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace yolo;
   const std::string path = fuzz::write_input("in.json", data, size);
-  try {
+  fuzz::accepted_or_named(path, [&] {
     const CocoGroundTruth gt = load_coco_ground_truth(path);
     // Evaluating what was read exercises the ids and boxes it produced.
     if (gt.annotations.size() < 64) coco_evaluate(gt, {});
-  } catch (const std::exception& e) {
-    fuzz::require_names(e, path);
-  }
-  try {
-    load_coco_results(path);
-  } catch (const std::exception& e) {
-    fuzz::require_names(e, path);
-  }
+  });
+  fuzz::accepted_or_named(path, [&] { load_coco_results(path); });
   return 0;
 }

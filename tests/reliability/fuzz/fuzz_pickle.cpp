@@ -13,11 +13,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace yolo;
   const std::string source = fuzz::temp_dir() + "/in.pkl";
   const std::string pickle(reinterpret_cast<const char*>(data), size);
-  try {
+  fuzz::accepted_or_named(source, [&] {
     const PyRef root = unpickle_bytes(pickle, source, is_yolov5_checkpoint_global);
     yolov5_checkpoint(*root, source);
-  } catch (const std::exception& e) {
-    fuzz::require_names(e, source);
-  }
+  });
   return 0;
 }

@@ -32,26 +32,12 @@ bool small_enough(const yolo::ModelSpec& s) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace yolo;
   const std::string path = fuzz::write_input("in.yaml", data, size);
-  try {
-    load_dataset_config(path);
-  } catch (const std::exception& e) {
-    fuzz::require_names(e, path);
-  }
-  try {
-    load_hyp(path);
-  } catch (const std::exception& e) {
-    fuzz::require_names(e, path);
-  }
-  try {
-    load_options(path);
-  } catch (const std::exception& e) {
-    fuzz::require_names(e, path);
-  }
-  try {
+  fuzz::accepted_or_named(path, [&] { load_dataset_config(path); });
+  fuzz::accepted_or_named(path, [&] { load_hyp(path); });
+  fuzz::accepted_or_named(path, [&] { load_options(path); });
+  fuzz::accepted_or_named(path, [&] {
     ModelSpec spec = parse_model_spec_file(path);
     if (small_enough(spec)) DetectionModel m(std::move(spec));
-  } catch (const std::exception& e) {
-    fuzz::require_names(e, path);
-  }
+  });
   return 0;
 }
