@@ -409,31 +409,4 @@ std::optional<Batch> DataLoader::next() {
   return std::move(slot.batch);
 }
 
-DataPipeline create_dataloader(const std::vector<std::string>& sources, const PipelineConfig& c) {
-  DatasetOptions d;
-  d.imgsz = c.imgsz;
-  d.batch_size = c.batch_size;
-  d.augment = c.augment;
-  d.rect = c.rect;
-  d.single_cls = c.single_cls;
-  d.stride = c.stride;
-  d.pad = c.pad;
-  d.cache = c.cache;
-  d.hyp = c.hyp;
-  d.nc = c.nc;
-  d.barrier = c.barrier;
-  d.is_rank0 = c.rank <= 0;
-  DataPipeline p;
-  p.dataset = std::make_shared<YoloDataset>(sources, d);
-  LoaderOptions lo;
-  lo.batch_size = std::max(1, std::min(c.batch_size, static_cast<int>(p.dataset->size())));
-  lo.workers = c.workers;
-  lo.world_size = std::max(1, c.world_size);
-  lo.rank = std::max(0, c.rank);
-  lo.shuffle = c.shuffle && !c.rect;
-  lo.seed = c.seed;
-  p.loader = std::make_unique<DataLoader>(p.dataset, lo);
-  return p;
-}
-
 }  // namespace yolo

@@ -120,34 +120,4 @@ class DataLoader {
   std::unique_ptr<Pool> pool_;    // null without workers or before the first epoch
 };
 
-// YOLOv5's create_dataloader arguments.
-struct PipelineConfig {
-  int imgsz = 640;
-  int batch_size = 16;  // per rank
-  int stride = 32;      // the model's largest stride
-  bool augment = false;
-  bool rect = false;
-  bool single_cls = false;
-  double pad = 0.0;  // 0.0 train, 0.5 val
-  std::string cache;
-  AugmentHyp hyp;
-  int nc = 80;
-  int workers = 8;
-  int rank = -1;  // -1 single process (YOLOv5's RANK convention)
-  int world_size = 1;
-  bool shuffle = false;           // training: true (ignored with rect)
-  uint64_t seed = 0;              // the same on every rank
-  std::function<void()> barrier;  // rank 0 builds the label cache while others wait
-};
-
-struct DataPipeline {
-  std::shared_ptr<YoloDataset> dataset;  // non-const: image weights call set_indices
-  std::unique_ptr<DataLoader> loader;
-};
-
-// Dataset + loader as YOLOv5's create_dataloader: batch size capped at the dataset size, worker
-// count from loader_worker_count, a DistributedSampler over world_size ranks, shuffle off for
-// rect. Throws as YoloDataset does.
-DataPipeline create_dataloader(const std::vector<std::string>& sources, const PipelineConfig& cfg);
-
 }  // namespace yolo

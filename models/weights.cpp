@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <set>
 
-#include "utils/core/checkpoint.h"
 #include "utils/core/errors.h"
 #include "utils/core/fs_atomic.h"
+#include "utils/core/io/checkpoint.h"
+#include "utils/core/io/unpickler.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
-#include "utils/core/unpickler.h"
 
 namespace yolo {
 

@@ -31,9 +31,9 @@
 #                  (default: --out, or runs/bench_gpu_vs_yolov5 when --out is $OUT).
 #   --prepare [DIR]  on a machine with ../shared and a package registry: copies coco128 and the C++
 #                  kit and downloads YOLOv5's wheels for the GPU machine's Python 3.12 into DIR
-#                  (default .cache/gpu-bench), which the device tool then carries.
+#                  (default .cache/gpu-bench), to be copied into the GPU machine's checkout.
 #
-# On the GPU machine (after --prepare here; the device tool's carry: [".cache/gpu-bench"]):
+# On the GPU machine (with the --prepare folder .cache/gpu-bench copied into its checkout):
 #   scripts/bench_gpu_vs_yolov5.sh --python /opt/torch/.venv/bin/python \
 #     --wheels .cache/gpu-bench/wheels --data .cache/gpu-bench/coco128 \
 #     --gpu-kit .cache/gpu-bench/deps-x86_64.tar.xz
@@ -94,7 +94,7 @@ fi
 command -v "$PY" >/dev/null || usage_error "--python: '$PY' is not an executable Python"
 PY=$(command -v "$PY")
 
-# ---- --prepare: what the GPU machine lacks, in one folder the device tool can carry -------------
+# ---- --prepare: what the GPU machine lacks, in one folder to copy there --------------------------
 if [[ -n $PREPARE ]]; then
   [[ -d ../shared/datasets/coco128/images/train2017 ]] || die "--prepare: ../shared/datasets/coco128 is missing"
   [[ -f ../shared/gpu-kit/deps-x86_64.tar.xz ]] || die "--prepare: ../shared/gpu-kit/deps-x86_64.tar.xz is missing"
@@ -124,7 +124,7 @@ if [[ -n $PREPARE ]]; then
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
     -d "$PREPARE/wheels" "${pins[@]}" || die "--prepare: pip download failed (needs a package registry)"
   echo "$ME: prepared $PREPARE ($(du -sh "$PREPARE" | cut -f1)): coco128, the C++ kit and $(find "$PREPARE/wheels" -name "*.whl" | wc -l) wheels."
-  echo "On the GPU machine (device tool: carry [\"$PREPARE\"]):"
+  echo "Copy $PREPARE into the GPU machine's checkout, then run there:"
   echo "  scripts/$ME.sh --python /opt/torch/.venv/bin/python --wheels $PREPARE/wheels --data $PREPARE/coco128 --gpu-kit $PREPARE/deps-x86_64.tar.xz"
   exit 0
 fi
@@ -146,7 +146,7 @@ else
 fi
 if [[ -n $DATA ]]; then
   [[ -d $DATA/images/train2017 || -d $DATA/images/train ]] ||
-    die "--data: no images/train2017 or images/train under '$DATA' (coco128: ../shared/datasets/coco128; on the GPU machine run '$0 --prepare' here and carry .cache/gpu-bench)"
+    die "--data: no images/train2017 or images/train under '$DATA' (coco128: ../shared/datasets/coco128; for a GPU machine, run '$0 --prepare' where ../shared is and copy .cache/gpu-bench into its checkout)"
   DATA=$(cd "$DATA" && pwd)
 fi
 IFS=, read -r -a MODEL_LIST <<<"$MODELS"
@@ -156,7 +156,7 @@ done
 
 if [[ -z $OUT_DIR ]]; then
   OUT_DIR=${OUT:-runs/$ME}
-  [[ -n ${OUT:-} && -z $WORK ]] && WORK=runs/$ME  # $OUT returns at most 8 files: work elsewhere
+  [[ -n ${OUT:-} && -z $WORK ]] && WORK=runs/$ME  # $OUT gets only table.md and logs.tar.gz: work elsewhere
 fi
 WORK=${WORK:-$OUT_DIR}
 mkdir -p "$OUT_DIR" "$WORK"
@@ -164,7 +164,7 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd) WORK=$(cd "$WORK" && pwd)
 rm -rf "$WORK/runs" "$WORK/logs" "$WORK/table.md" "$OUT_DIR/table.md"
 mkdir -p "$WORK/logs"
 
-# ---- YOLOv5: importable by --python, from carried wheels if need be -----------------------------
+# ---- YOLOv5: importable by --python, from the --wheels folder if need be -------------------------
 Y5_ENV=(YOLO_OFFLINE=true YOLO_AUTOINSTALL=false YOLOv5_AUTOINSTALL=false PYTHONUNBUFFERED=1
   TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "YOLOV5_CONFIG_DIR=$WORK/yolov5_config")
 mkdir -p "$WORK/yolov5_config"
@@ -182,7 +182,7 @@ if [[ -n $WHEELS ]]; then
   Y5_ENV+=("PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}")
 fi
 if ! env "${Y5_ENV[@]}" "$PY" -c 'import yolov5.train' >"$WORK/logs/yolov5_import.log" 2>&1; then
-  die "YOLOv5 7.0 is not importable by --python $PY ($(tail -1 "$WORK/logs/yolov5_import.log")). Here: scripts/setup.sh --test-packages (makes .cache/test-venv). On a machine without a registry: run '$0 --prepare' where there is one, carry .cache/gpu-bench, and pass --wheels .cache/gpu-bench/wheels"
+  die "YOLOv5 7.0 is not importable by --python $PY ($(tail -1 "$WORK/logs/yolov5_import.log")). Here: scripts/setup.sh --test-packages (makes .cache/test-venv). On a machine without a registry: run '$0 --prepare' where there is one, copy .cache/gpu-bench into this checkout, and pass --wheels .cache/gpu-bench/wheels"
 fi
 
 # ---- our build ----------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ run_one() {  # NAME CMD...: one timestamped run (with GPU sampling on CUDA); 0 w
 publish() {  # the table so far, and the logs, into --out (after each model: a run cut short keeps them)
   [[ $OUT_DIR != "$WORK" ]] || return 0
   cp "$TABLE" "$OUT_DIR/table.md"
-  # One archive: the device tool returns at most 8 files from $OUT.
+  # One archive, so that $OUT holds two files: table.md and logs.tar.gz.
   (cd "$WORK" && tar -czf "$OUT_DIR/logs.tar.gz" logs runs/*/results.csv runs/*/opt.yaml 2>/dev/null) || true
 }
 spec() { echo "$WORK/logs/$1.log$([[ $CPU == 0 ]] && echo ",$WORK/logs/$1.smi.csv")"; }

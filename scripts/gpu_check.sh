@@ -36,8 +36,7 @@ OUT=$(cd "$OUT" && pwd)
 build_gpu_kit() {  # a CUDA machine with PyTorch but no C++ libraries and no registry
   local kit=../shared/gpu-kit/deps-x86_64.tar.xz
   [[ -f $kit ]] || { echo "gpu_check: no package registry and no $kit" >&2; return 1; }
-  # Unpacked once per kit: a newer kit (simdjson, nlohmann/json and Gloo's headers were added)
-  # replaces an older one left in .gpukit.
+  # Unpacked once per kit: a kit with a different checksum replaces the one left in .gpukit.
   local stamp
   stamp=.gpukit/kit-$(sha256sum "$kit" | cut -c1-16)
   if [[ ! -f $stamp ]]; then
@@ -289,10 +288,10 @@ gtest_row() {  # LABEL BINARY FILTER
   fi
 }
 gtest_row "SyncBatchNorm vs BatchNorm (float16 inputs up to 1000; CUDA AMP on a GPU)" \
-  "$TESTS/test_models" 'SyncBatchNorm.*'
+  "$TESTS/test_distributed" 'SyncBatchNorm.*'
 
 # 6. DataParallel: --device 0 trains in one process; with 2 GPUs --device 0,1 splits the batch.
-gtest_row "DataParallel mechanism (replicas, autocast, gradients)" "$TESTS/test_models" 'DataParallel.*'
+gtest_row "DataParallel mechanism (replicas, autocast, gradients)" "$TESTS/test_distributed" 'DataParallel.*'
 if [[ $GPUS -ge 2 ]]; then
   train dp2 --cfg "${MODELS[0]}.yaml" --epochs 1 --device 0,1 && r=ok || r=fail
   ddp_row $r "DataParallel --device 0,1" dp2

@@ -38,8 +38,8 @@ esac
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git curl unzip zip python3 python3-venv
-  libopencv-dev libyaml-cpp-dev libcxxopts-dev libgtest-dev
-  # COCO annotations and results JSON (utils/core/json.cpp).
+  libopencv-dev libyaml-cpp-dev libgtest-dev
+  # COCO annotations and results JSON (utils/eval/json.cpp).
   libsimdjson-dev
   # libjpeg-turbo's headers: the loader decodes JPEGs with it directly (data/image_io.cpp).
   libjpeg62-turbo-dev

@@ -2,16 +2,17 @@
 # Sets up, builds, and runs the tests through ctest.
 # Usage: scripts/test.sh [--torch wheel|system] [--smoke] [--sanitize] [ctest args...]
 #   --torch KIND: the LibTorch to build against (scripts/setup.sh; default: wheel, in build/).
-#   --smoke:      build only what the smoke subset needs and run that subset (unit tests of utils
-#                 and models, the CLIs, and the torchrun equivalence and end-to-end tests); CI
+#   --smoke:      build only what the smoke subset needs and run that subset (the libraries'
+#                 unit tests but the slow data, plot and end-to-end ones, the CLIs, and the
+#                 torchrun equivalence and end-to-end tests); CI
 #                 runs it on the system LibTorch.
 #   --sanitize:   ASan + UBSan build in build-asan/ (YOLO_SANITIZE=ON), then the same tests there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SMOKE_TARGETS="train val detect test_utils test_models dist_equivalence"
+SMOKE_TARGETS="train val detect test_core test_models test_eval test_distributed test_engine dist_equivalence"
 SMOKE_TESTS='^(cli_|dist_(syncbn|ddp)_equivalence$|dist_train_e2e$|[A-Z][A-Za-z]*\.)'
-SMOKE_EXCLUDE='^(TrainTest|Evolve|Loader|Dataset|Augment|Shapes|Verify|LabelCache|Download|Plots|AutoAnchor|Sampler|BadData|CheckpointSafety)'
+SMOKE_EXCLUDE='^(TrainTest|Train\.|ValidatorTest|Evolve|Loader|Dataset|Augment|Shapes|Verify|LabelCache|Download|Plots|AutoAnchor|Sampler|BadData|CheckpointSafety)'
 
 KIND=${YOLO_TORCH:-wheel}
 SETUP=()

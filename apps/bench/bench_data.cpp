@@ -46,12 +46,12 @@
 #include "data/loader.h"
 #include "data/shapes_dataset.h"
 #include "utils/core/app_main.h"
-#include "utils/core/cpu_resources.h"
 #include "utils/core/errors.h"
-#include "utils/core/hyp.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/stopwatch.h"
+#include "utils/engine/cpu_resources.h"
+#include "utils/engine/hyp.h"
 
 namespace fs = std::filesystem;
 

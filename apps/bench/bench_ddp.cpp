@@ -15,11 +15,11 @@
 #include "models/yolo.h"
 #include "utils/core/app_main.h"
 #include "utils/core/errors.h"
-#include "utils/core/hyp.h"
 #include "utils/core/paths.h"
 #include "utils/core/stopwatch.h"
 #include "utils/distributed/distributed.h"
 #include "utils/distributed/grad_sync.h"
+#include "utils/engine/hyp.h"
 #include "utils/engine/optim.h"
 #include "utils/eval/loss.h"
 

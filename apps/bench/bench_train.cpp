@@ -26,12 +26,12 @@
 
 #include "data/shapes_dataset.h"
 #include "utils/core/app_main.h"
-#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
-#include "utils/core/phase_clock.h"
+#include "utils/core/runtime/cuda_env.h"
 #include "utils/core/stopwatch.h"
+#include "utils/engine/phase_clock.h"
 #include "utils/engine/trainer.h"
 
 #ifndef YOLO_DEFAULT_PYTHON
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
     o.project =
         (fs::temp_directory_path() / ("yolo_bench_runs_" + std::to_string(::getpid()))).string();
     yolo::set_log_enabled(false);
-    yolo::TrainSetup setup = yolo::set_up_training(o);
+    yolo::TrainSetup setup = yolo::set_up_training(yolo::resolve(o));
     RunInfo r;
     r.threads = at::get_num_threads();
     r.channels_last = setup.channels_last;  // the layout train chose for these flags

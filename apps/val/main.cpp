@@ -1,5 +1,4 @@
 // val: evaluates weights on a dataset split, printing YOLOv5's results table (val.py flags).
-#include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -7,72 +6,99 @@
 #include "data/dataset.h"
 #include "data/dataset_config.h"
 #include "utils/core/app_main.h"
-#include "utils/core/cuda_env.h"
-#include "utils/core/device.h"
+#include "utils/core/cli.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
-#include "utils/core/options.h"
 #include "utils/core/paths.h"
+#include "utils/core/runtime/cuda_env.h"
+#include "utils/core/runtime/device.h"
 #include "utils/eval/model_loader.h"
 #include "utils/eval/validator.h"
 
 namespace {
 
+// val.py's flags and defaults.
+struct ValArgs {
+  std::string weights, data, cfg;
+  int imgsz = 640;
+  int batch_size = 32;
+  double conf_thres = 0.001, iou_thres = 0.6;
+  int max_det = 300;
+  std::string task = "val";
+  std::string device;
+  int workers = 8;
+  bool single_cls = false, save_txt = false, save_conf = false, save_json = false;
+  std::string project = "runs/val", name = "exp";
+  bool exist_ok = false, verbose = false, noplots = false, half = false;
+};
+
+const std::vector<yolo::cli::Flag<ValArgs>>& flags() {
+  using A = ValArgs;
+  using yolo::cli::at_least;
+  using yolo::cli::Bind;
+  using yolo::cli::in_range;
+  static const std::vector<yolo::cli::Flag<A>> table = {
+      Bind("weights", &A::weights, "model weights path").metavar("PATH"),
+      Bind("data", &A::data, "dataset YAML (default: the one the weights were trained on)")
+          .metavar("PATH"),
+      Bind("cfg", &A::cfg, "model YAML (default: from the checkpoint)").metavar("PATH"),
+      Bind("imgsz", &A::imgsz, "inference size in pixels").alias("--img").alias("--img-size"),
+      Bind("batch-size", &A::batch_size, "batch size")
+          .alias("--batch")
+          .check(at_least(1, "must be >= 1")),
+      Bind("conf-thres", &A::conf_thres, "confidence threshold").check(in_range(0, 1)),
+      Bind("iou-thres", &A::iou_thres, "NMS IoU threshold").check(in_range(0, 1)),
+      Bind("max-det", &A::max_det, "maximum detections per image"),
+      Bind("task", &A::task, "val or test").metavar("val|test").check([](const std::string& t) {
+        return t == "val" || t == "test" ? std::string() : std::string("must be val or test");
+      }),
+      Bind("device", &A::device, "cuda device, i.e. 0 or cpu"),
+      Bind("workers", &A::workers, "max dataloader workers").check(at_least(0)),
+      Bind("single-cls", &A::single_cls, "treat as single-class dataset"),
+      Bind("save-txt", &A::save_txt, "save results to *.txt"),
+      Bind("save-conf", &A::save_conf, "save confidences in --save-txt labels"),
+      Bind("save-json", &A::save_json, "save a COCO-JSON results file"),
+      Bind("project", &A::project, "save to project/name").metavar("DIR"),
+      Bind("name", &A::name, "save to project/name"),
+      Bind("exist-ok", &A::exist_ok, "existing project/name ok, do not increment"),
+      Bind("verbose", &A::verbose, "report mAP by class"),
+      Bind("noplots", &A::noplots, "save no plot files"),
+      Bind("half", &A::half, "use FP16 half-precision inference (CUDA)"),
+  };
+  return table;
+}
+
 int run(int argc, char** argv) {
-  cxxopts::Options cli("val", "Validate YOLOv5 weights on a dataset");
-  cli.add_options()("weights", "model weights path",
-                    cxxopts::value<std::string>()->default_value(""))(
-      "data", "dataset YAML (default: the one the weights were trained on)",
-      cxxopts::value<std::string>()->default_value(""))(
-      "cfg", "model YAML (default: from the checkpoint)",
-      cxxopts::value<std::string>()->default_value(""))(
-      "imgsz", "inference size in pixels (aliases --img, --img-size)",
-      cxxopts::value<int>()->default_value("640"))("batch-size", "batch size",
-                                                   cxxopts::value<int>()->default_value("32"))(
-      "conf-thres", "confidence threshold", cxxopts::value<double>()->default_value("0.001"))(
-      "iou-thres", "NMS IoU threshold", cxxopts::value<double>()->default_value("0.6"))(
-      "max-det", "maximum detections per image", cxxopts::value<int>()->default_value("300"))(
-      "task", "val or test", cxxopts::value<std::string>()->default_value("val"))(
-      "device", "cuda device, i.e. 0 or cpu", cxxopts::value<std::string>()->default_value(""))(
-      "workers", "max dataloader workers", cxxopts::value<int>()->default_value("8"))(
-      "single-cls", "treat as single-class dataset")("save-txt", "save results to *.txt")(
-      "save-conf", "save confidences in --save-txt labels")("save-json",
-                                                            "save a COCO-JSON results file")(
-      "project", "save to project/name", cxxopts::value<std::string>()->default_value("runs/val"))(
-      "name", "save to project/name", cxxopts::value<std::string>()->default_value("exp"))(
-      "exist-ok", "existing project/name ok, do not increment")("verbose", "report mAP by class")(
-      "noplots", "save no plot files")("half", "use FP16 half-precision inference (CUDA)")(
-      "version", "print the versions of LibTorch, CUDA, cuDNN, NCCL and the GPUs seen, and exit")(
-      "h,help", "show this help and exit");
-  const cxxopts::ParseResult r = yolo::parse_app_args(cli, argc, argv, "val");
-  if (r.count("help")) {
-    std::cout << cli.help();
+  const yolo::cli::Parsed<ValArgs> p = yolo::cli::parse(flags(), argc, argv, "val");
+  if (p.help) {
+    std::cout << yolo::cli::help_text(yolo::cli::specs_of(flags()),
+                                      "Validate YOLOv5 weights on a dataset (YOLOv5 v7.0 val.py "
+                                      "flags)",
+                                      "val", yolo::version_help());
     return 0;
   }
-  if (r.count("version")) {
+  if (p.version) {
     std::cout << yolo::version_report();
     return 0;
   }
-  const std::string task = r["task"].as<std::string>();
-  if (task != "val" && task != "test") throw yolo::UsageError("--task: must be val or test");
-  const int batch = r["batch-size"].as<int>();
-  if (batch < 1) throw yolo::UsageError("--batch-size: must be >= 1");
-  const double conf = r["conf-thres"].as<double>(), iou = r["iou-thres"].as<double>();
-  if (conf < 0 || conf > 1) throw yolo::UsageError("--conf-thres: must be in [0, 1]");
-  if (iou < 0 || iou > 1) throw yolo::UsageError("--iou-thres: must be in [0, 1]");
-  std::string data = r["data"].as<std::string>();
+  const ValArgs& a = p.values;
+  const std::string bad = yolo::cli::first_bad_value(flags(), a);
+  if (!bad.empty()) throw yolo::UsageError(bad);
+  const std::string task = a.task;
+  const int batch = a.batch_size;
+  const double conf = a.conf_thres, iou = a.iou_thres;
+  std::string data = a.data;
   if (!data.empty()) data = yolo::resolve_config(data, yolo::ConfigKind::kData, "--data");
-  const yolo::DeviceSelection dev = yolo::select_device(r["device"].as<std::string>(), batch);
+  const yolo::DeviceSelection dev = yolo::select_device(a.device, batch);
 
-  yolo::LoadedModel lm = yolo::load_model_for_inference(r["weights"].as<std::string>(),
-                                                        r["cfg"].as<std::string>(), data);
+  yolo::LoadedModel lm = yolo::load_model_for_inference(a.weights, a.cfg, data);
   if (lm.data.empty()) throw yolo::UsageError("--data: required for these weights");
-  const bool single_cls = r["single-cls"].as<bool>() || lm.single_cls;
+  const bool single_cls = a.single_cls || lm.single_cls;
   lm.model->to(dev.device);
   if (dev.device.is_cpu()) yolo::to_channels_last(*lm.model);  // faster convolutions on CPU
   lm.model->eval();
   const int gs = lm.model->max_stride();
-  const int imgsz = yolo::check_img_size(r["imgsz"].as<int>(), gs);
+  const int imgsz = yolo::check_img_size(a.imgsz, gs);
   const yolo::DatasetConfig dc =
       yolo::load_dataset_config(yolo::resolve_config(lm.data, yolo::ConfigKind::kData, "--data"));
   yolo::ensure_dataset(dc);
@@ -91,7 +117,7 @@ int run(int argc, char** argv) {
   auto ds = std::make_shared<yolo::YoloDataset>(dc.split(task), o);
   yolo::LoaderOptions lo;
   lo.batch_size = batch;
-  lo.workers = r["workers"].as<int>();
+  lo.workers = a.workers;
   lo.shuffle = false;
   lo.float_images = false;               // bytes travel; images_to_device converts them there
   lo.pin_memory = dev.device.is_cuda();  // so that the copies do not wait for the device
@@ -101,21 +127,18 @@ int run(int argc, char** argv) {
   yolo::ValConfig cfg;
   cfg.conf_thres = conf;
   cfg.iou_thres = iou;
-  cfg.max_det = r["max-det"].as<int>();
-  cfg.half = r["half"].as<bool>();  // as val.py: float32 unless asked
+  cfg.max_det = a.max_det;
+  cfg.half = a.half;  // as val.py: float32 unless asked
   cfg.names = lm.names;
-  cfg.save_txt = r["save-txt"].as<bool>();
-  cfg.save_conf = r["save-conf"].as<bool>();
-  cfg.save_json = r["save-json"].as<bool>();
-  cfg.json_name =
-      std::filesystem::path(r["weights"].as<std::string>()).stem().string() + "_predictions.json";
+  cfg.save_txt = a.save_txt;
+  cfg.save_conf = a.save_conf;
+  cfg.save_json = a.save_json;
+  cfg.json_name = std::filesystem::path(a.weights).stem().string() + "_predictions.json";
   cfg.coco91 = yolo::is_coco_dataset(dc);
-  cfg.verbose = r["verbose"].as<bool>();
-  cfg.save_dir = yolo::increment_path(
-      (std::filesystem::path(r["project"].as<std::string>()) / r["name"].as<std::string>())
-          .string(),
-      r["exist-ok"].as<bool>(), true);
-  cfg.plots = !r["noplots"].as<bool>();
+  cfg.verbose = a.verbose;
+  cfg.save_dir =
+      yolo::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, true);
+  cfg.plots = !a.noplots;
   yolo::ValResult res = yolo::run_validation(lm.model, loader, cfg, nullptr, dev.device);
   yolo::log_info(
       yolo::format_val_table(res, lm.names, cfg.verbose || lm.names.size() < 50, !cfg.progress));

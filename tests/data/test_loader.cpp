@@ -487,29 +487,6 @@ TEST(Loader, RectDatasetKeepsOrderAndShapes) {
   EXPECT_EQ(b0->paths[0], ds->image_files()[0]);
 }
 
-TEST(Loader, CreateDataloaderCapsBatchAndRuns) {
-  TempDir d;
-  make_split(d.path(), "train", 3, 64, 64);
-  PipelineConfig c;
-  c.imgsz = 64;
-  c.batch_size = 16;
-  c.augment = true;
-  c.nc = 2;
-  c.workers = 2;
-  c.shuffle = true;
-  int barriers = 0;
-  c.barrier = [&] { ++barriers; };
-  auto p = create_dataloader({d / "images/train"}, c);
-  EXPECT_EQ(barriers, 1);
-  EXPECT_EQ(p.dataset->size(), 3u);
-  EXPECT_EQ(p.loader->num_batches(), 1u);
-  p.loader->start_epoch(0);
-  auto b = p.loader->next();
-  ASSERT_TRUE(b);
-  EXPECT_EQ(b->images.size(0), 3);
-  EXPECT_FALSE(p.loader->next());
-}
-
 TEST(Dataset, NpyRoundTripAndBadFiles) {
   TempDir d;
   cv::Mat im(7, 13, CV_8UC3);

@@ -13,11 +13,11 @@
 #include <string>
 
 #include "models/yolo.h"
-#include "utils/core/hyp.h"
 #include "utils/core/paths.h"
 #include "utils/distributed/distributed.h"
 #include "utils/distributed/grad_sync.h"
 #include "utils/distributed/sync_batchnorm.h"
+#include "utils/engine/hyp.h"
 #include "utils/engine/optim.h"
 #include "utils/eval/loss.h"
 

@@ -2,7 +2,9 @@
 # Usage: test_layers.sh SOURCE_ROOT
 # The libraries include only from the layers before them (docs/ARCHITECTURE.md):
 #   core -> models, data -> viz -> eval -> distributed -> engine -> apps
-# so the dependency order stays acyclic; apps/ never holds code another folder includes.
+# so the dependency order stays acyclic; apps/ never holds code another folder includes. Inside
+# utils/core the foundation (its top-level files) includes neither io/ nor runtime/, and those two
+# do not include each other. val and detect do not include training's libraries.
 set -euo pipefail
 ROOT=${1:?usage: test_layers.sh SOURCE_ROOT}
 cd "$ROOT"
@@ -33,6 +35,23 @@ for layer in "${!ALLOWED[@]}"; do
     fi
   done < <(grep -rHE '^#include "[a-z_]+/' --include='*.h' --include='*.cpp' "$layer" || true)
 done
+# forbid DIR PATTERN WHY: no file in DIR (not its subfolders when DIR is utils/core) includes a
+# header matching PATTERN.
+forbid() {
+  local dir=$1 pattern=$2 why=$3 depth=()
+  [[ $dir == utils/core ]] && depth=(-maxdepth 1)
+  while IFS= read -r f; do
+    while IFS= read -r inc; do
+      echo "$f includes $inc: $why"
+      bad=1
+    done < <(grep -oE "^#include \"$pattern[^\"]*\"" "$f" | sed -E 's/#include "(.*)"/\1/')
+  done < <(find "$dir" "${depth[@]}" \( -name '*.h' -o -name '*.cpp' \) | sort)
+}
+forbid utils/core 'utils/core/(io|runtime)/' "the foundation of utils/core uses no file format or runtime"
+forbid utils/core/io 'utils/core/runtime/' "utils/core/io does not use utils/core/runtime"
+forbid utils/core/runtime 'utils/core/io/' "utils/core/runtime does not use utils/core/io"
+forbid apps/val 'utils/(engine|distributed)/' "val uses no training library"
+forbid apps/detect 'utils/(engine|distributed)/' "detect uses no training library"
 for f in $(find utils -maxdepth 1 -name '*.h' -o -maxdepth 1 -name '*.cpp'); do
   echo "$f: sources belong in a layer's folder (utils/core, viz, eval, distributed or engine)"
   bad=1

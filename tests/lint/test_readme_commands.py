@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Usage: test_readme_commands.py SOURCE_ROOT
 
-Every command the README tells users to type that starts with one of the project's own files
-(`scripts/gpu_check.sh --cpu`, `.ci/run`) must name a file that exists, starts with `#!` and is
-executable as git stores it (mode 100755): a fresh clone gets git's mode, not the developer's
-checkout's. Commands are the lines of ```bash code blocks and inline code spans that run a script
+Every command that README.md or a page in docs/ (docs/*.md) tells users to type and that starts
+with one of the project's own files (`scripts/gpu_check.sh --cpu`, `.ci/run`) must name a file
+that exists, starts with `#!` and is executable as git stores it (mode 100755): a fresh clone gets
+git's mode, not the developer's checkout's. Paths in commands are relative to the repository root,
+wherever the page lives. Commands are the lines of ```bash code blocks and inline code spans that run a script
 with arguments (`scripts/to_yolov5.py A B`) or are a shell script alone (`scripts/gpu_check.sh`);
-a bare `x.py` in prose names a file. A file run through an interpreter (`bash x.sh`,
+a bare `x.py` in prose names a file, and so does a bare file under tests/ (ctest runs those, as
+`tests/lint/test_layers.sh (ctest lint_layers)` in docs/ARCHITECTURE.md says). A file run through an interpreter (`bash x.sh`,
 `python3 x.py`) needs no execute bit and is not checked.
 """
+import glob
 import os
 import re
 import shlex
@@ -18,10 +21,10 @@ import sys
 SOURCE_DIRS = ("scripts/", ".ci/", "tests/", "apps/", "utils/", "models/", "data/", "configs/")
 
 
-def commands(readme):
+def commands(text):
     """Yields (line number, command text) for shell code-block lines and inline code spans."""
     fence = None  # the open block's language
-    for n, line in enumerate(readme.splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):
             fence = None if fence is not None else line.strip()[3:].strip()
             continue
@@ -30,7 +33,8 @@ def commands(readme):
                 yield n, line
         else:
             for span in re.findall(r"`([^`]+)`", line):
-                if len(span.split()) > 1 or not span.endswith(".py"):
+                bare = len(span.split()) == 1
+                if not bare or not (span.endswith(".py") or span.startswith(("tests/", "./tests/"))):
                     yield n, span
 
 
@@ -69,20 +73,36 @@ def git_modes(root):
     return modes
 
 
+def pages(root):
+    """README.md and docs/*.md, as paths relative to root (README.md first, then sorted)."""
+    docs = sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))
+    return ["README.md"] + [p.replace(os.sep, "/") for p in docs]
+
+
+def page_commands(root):
+    """Yields (page, line number, command text) over README.md and every docs/*.md."""
+    for page in pages(root):
+        with open(os.path.join(root, page), encoding="utf-8") as f:
+            text = f.read()
+        for n, command in commands(text):
+            yield page, n, command
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
+    if not os.path.isfile(os.path.join(root, "README.md")):
+        print(f"FAIL: no README.md in {root}")
+        return 1
     modes = git_modes(root)
     problems, checked = [], set()
-    for n, command in commands(readme):
+    for page, n, command in page_commands(root):
         for word in first_words(command):
             path = word[2:] if word.startswith("./") else word
             if not path.startswith(SOURCE_DIRS) or path in checked or not is_script(root, path):
                 continue
             checked.add(path)
             full = os.path.join(root, path)
-            where = f"README.md:{n}: `{command.strip()}`"
+            where = f"{page}:{n}: `{command.strip()}`"
             if not os.path.isfile(full):
                 problems.append(f"{where} runs {path}, which does not exist")
                 continue
@@ -99,12 +119,13 @@ def main():
     for p in problems:
         print(p)
     if problems:
-        print(f"FAIL: {len(problems)} README command(s) would not run on a fresh clone")
+        print(f"FAIL: {len(problems)} documented command(s) would not run on a fresh clone")
         return 1
     if not checked:
-        print("FAIL: found no commands in README.md that run the project's files")
+        print("FAIL: found no commands in README.md or docs/*.md that run the project's files")
         return 1
-    print(f"README commands ok: {len(checked)} files run directly, all executable in git: "
+    print(f"README and docs commands ok ({len(pages(root))} pages): {len(checked)} files run "
+          "directly, all executable in git: "
           + ", ".join(sorted(checked)))
     return 0
 

@@ -12,7 +12,7 @@
 
 #include "../data/test_helpers.h"
 #include "hostile_pickle.h"
-#include "utils/core/checkpoint.h"
+#include "utils/core/io/checkpoint.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include "../data/test_helpers.h"
 #include "hostile_pickle.h"
 #include "models/weights.h"
-#include "utils/core/checkpoint.h"
+#include "utils/core/io/checkpoint.h"
 
 namespace fs = std::filesystem;
 using yolo::test::TempDir;

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "utils/core/grad_scaler.h"
+#include "utils/core/runtime/grad_scaler.h"
 
 namespace yolo {
 

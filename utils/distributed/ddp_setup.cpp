@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
+#include "utils/core/runtime/cuda_env.h"
 
 namespace yolo {
 
@@ -56,23 +56,16 @@ std::string DistContext::restart_checkpoint() const {
   return from_rank0("elastic_resume", ckpt);
 }
 
-DistContext start_distributed(const Options& opt, DeviceSelection& dev) {
+DistContext start_distributed(const DistOptions& opt, DeviceSelection& dev) {
   const DistEnv env = read_dist_env(opt.local_rank);
   if (!env.distributed()) {
     dev = select_device(opt.device, opt.batch_size);
     set_current_cuda_device(dev.device);  // --device 1: kernels and allocations go to cuda:1
     return {};
   }
-  const std::string msg = "is not compatible with YOLOv5 Multi-GPU DDP training";
-  if (opt.image_weights) throw UsageError("--image-weights " + msg);
-  if (opt.evolve > 0) throw UsageError("--evolve " + msg);
-  if (opt.batch_size % env.world_size != 0) {
-    throw UsageError("--batch-size " + std::to_string(opt.batch_size) +
-                     " must be multiple of WORLD_SIZE (" + std::to_string(env.world_size) + ")");
-  }
   dev = select_device(opt.device);
-  const std::string backend = !opt.dist_backend.empty()
-                                  ? opt.dist_backend
+  const std::string backend = !opt.backend.empty()
+                                  ? opt.backend
                                   : (dev.device.is_cuda() && nccl_compiled() ? "nccl" : "gloo");
   int shared_gpus = 0;  // > 0: fewer GPUs than local ranks, shared over Gloo
   if (dev.device.is_cuda()) {
@@ -84,7 +77,8 @@ DistContext start_distributed(const Options& opt, DeviceSelection& dev) {
     torch::set_num_threads(std::atoi(t));  // torchrun's default is 1 thread per rank
   }
   // Gloo: 60 s (YOLOv5 #3680); NCCL: c10d's default of 30 minutes.
-  const int timeout_s = opt.dist_timeout > 0 ? opt.dist_timeout : (backend == "gloo" ? 60 : 1800);
+  const int timeout_s =
+      opt.timeout_seconds > 0 ? opt.timeout_seconds : (backend == "gloo" ? 60 : 1800);
   // Only rank 0 (global RANK, also in multi-node) logs; the others print errors only.
   set_log_enabled(env.rank == 0);
   set_log_tag("[rank" + std::to_string(env.rank) + "] ");

@@ -6,8 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "utils/core/device.h"
-#include "utils/core/options.h"
+#include "utils/core/runtime/device.h"
 #include "utils/distributed/distributed.h"
 
 namespace yolo {
@@ -43,11 +42,20 @@ class DistContext {
 // How long ranks wait for rank 0's solo work (YOLOv5 v7.0 gives its process group 3 hours).
 constexpr int kRank0WorkTimeoutSeconds = 3 * 3600;
 
-// Reads the launcher's environment. Single process: selects opt.device. DDP: YOLOv5's checks
-// (--batch-size divisible by WORLD_SIZE, no --image-weights / --evolve, enough CUDA devices),
-// device rank_device() (the LOCAL_RANK-th GPU of --device, or cuda:LOCAL_RANK) or CPU (threads
-// from OMP_NUM_THREADS), then the process group on that device (NCCL on CUDA when compiled in,
-// Gloo otherwise, or --dist-backend) with --dist-timeout. Throws UsageError on bad flags.
-DistContext start_distributed(const Options& opt, DeviceSelection& dev);
+// What the process group needs of train's options.
+struct DistOptions {
+  std::string device;       // --device
+  int local_rank = -1;      // --local_rank
+  int batch_size = 16;      // total over the ranks (the log line shows each rank's share)
+  std::string backend;      // --dist-backend: "", "nccl" or "gloo"
+  int timeout_seconds = 0;  // --dist-timeout; 0: 60 for Gloo, NCCL's default otherwise
+};
+
+// Reads the launcher's environment. Single process: selects opt.device. DDP (the options' rules
+// across ranks are train's validate's): device rank_device() (the LOCAL_RANK-th GPU of --device, or
+// cuda:LOCAL_RANK) or CPU (threads from OMP_NUM_THREADS), then the process group on that device
+// (NCCL on CUDA when compiled in, Gloo otherwise, or --dist-backend) with --dist-timeout. Throws
+// UsageError on bad flags.
+DistContext start_distributed(const DistOptions& opt, DeviceSelection& dev);
 
 }  // namespace yolo

@@ -25,10 +25,10 @@
 #include <mutex>
 #include <thread>
 
-#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
+#include "utils/core/runtime/cuda_env.h"
 
 namespace yolo {
 

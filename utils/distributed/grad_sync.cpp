@@ -5,8 +5,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "utils/core/runtime/torch_compat.h"
 #include "utils/core/stopwatch.h"
-#include "utils/core/torch_compat.h"
 
 namespace yolo {
 

@@ -25,7 +25,6 @@
 #include <thread>
 #include <vector>
 
-#include "models/weights.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 
@@ -495,16 +494,8 @@ int launch_workers(const std::string& exe, const std::vector<std::string>& args,
   return result;
 }
 
-int run_launcher(const Options& opt, int argc, const char* const* argv) {
-  if (!opt.resume) {
-    // Bad file flags fail here once, rather than once per worker.
-    Options probe = opt;
-    resolve_option_files(probe);
-    if (probe.cfg.empty() && !probe.weights.empty()) {
-      model_cfg_for_weights(read_weights_file(probe.weights), probe.weights);
-    }
-  }
-  const int nproc = resolve_nproc(opt.nproc_per_node);
+int run_launcher(int nproc_per_node, int argc, const char* const* argv) {
+  const int nproc = resolve_nproc(nproc_per_node);
   LaunchConfig cfg = launch_config_from_env();
   cfg.argv0 = argc > 0 ? argv[0] : "train";
   return launch_workers("/proc/self/exe", worker_args(argc, argv), nproc, cfg);

@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "utils/core/options.h"
-
 namespace yolo {
 
 struct LaunchConfig {
@@ -48,15 +46,15 @@ int launch_workers(const std::string& exe, const std::vector<std::string>& args,
 // "--flag=N"): the workers' arguments.
 std::vector<std::string> worker_args(int argc, const char* const* argv);
 
-// The number of workers for Options::nproc_per_node (-1 = auto: one per visible CUDA device, or
+// The number of workers for --nproc-per-node (-1 = auto: one per visible CUDA device, or
 // 2 when there is none).
 int resolve_nproc(int nproc_per_node);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
 int find_free_port();
 
-// train's --nproc-per-node entry (`opt` parsed from argv): checks the file flags once (unless
-// resuming), then launch_workers on /proc/self/exe with worker_args. Returns the exit status.
-int run_launcher(const Options& opt, int argc, const char* const* argv);
+// train's --nproc-per-node entry, once train has checked its command line: launch_workers on
+// /proc/self/exe with worker_args (the command line forwarded as given). Returns the exit status.
+int run_launcher(int nproc_per_node, int argc, const char* const* argv);
 
 }  // namespace yolo

@@ -9,14 +9,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "utils/core/errors.h"
+#include "utils/core/io/results_csv.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/progress.h"
-#include "utils/core/results_csv.h"
 #include "utils/core/stopwatch.h"
 #include "utils/core/yaml_io.h"
-#include "utils/engine/trainer.h"
+#include "utils/engine/train.h"
 #include "utils/eval/metrics.h"
 #include "utils/viz/plots.h"
 
@@ -99,14 +98,8 @@ std::vector<double> select_parent(const std::vector<std::vector<double>>& rows,
   return std::vector<double>(r.begin() + val_metric_columns().size(), r.end());
 }
 
-std::string evolve(Options opt) {
-  if (opt.resume) throw UsageError("--evolve cannot be combined with --resume");
-  if (const char* ws = std::getenv("WORLD_SIZE"); ws && std::atoi(ws) > 1) {
-    throw UsageError("--evolve runs on one process only (WORLD_SIZE=" + std::string(ws) +
-                     "); start it without torchrun");
-  }
-  resolve_option_files(opt);
-  if (!opt.was_given("project")) opt.project = "runs/evolve";
+std::string evolve(const TrainConfig& cfg) {
+  const Options& opt = cfg.opt();
   const std::string dir =
       increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
   const fs::path evolve_csv = fs::path(dir) / "evolve.csv",
@@ -119,12 +112,6 @@ std::string evolve(Options opt) {
     log_info("Continuing evolution from " + evolve_csv.string() + " (" +
              std::to_string(read_results_csv(evolve_csv.string()).rows.size()) + " generations)");
   }
-  Options gen = opt;
-  gen.evolve = 0;
-  gen.noval = gen.nosave = gen.noplots = true;
-  gen.project = fs::path(dir).parent_path().string();
-  gen.name = fs::path(dir).filename().string();
-  gen.exist_ok = true;
   const Stopwatch clock;
   for (int g = 0; g < opt.evolve; ++g) {
     std::vector<std::vector<double>> rows;
@@ -135,14 +122,13 @@ std::string evolve(Options opt) {
     for (size_t i = 0; i < genes.size(); ++i) hyp.set(genes[i].key, genome[i]);
     const std::string hyp_path = (fs::path(dir) / "hyp_generation.yaml").string();
     save_yaml_file(hyp_to_yaml(hyp), hyp_path);
-    gen.hyp = hyp_path;
     // Generation i/N with the elapsed time and, after the first, an ETA (the generations'
     // mean so far).
     log_info("\n" +
              format_progress("Evolve generation " + std::to_string(rows.size() + 1) + " (" +
                                  std::to_string(g + 1) + "/" + std::to_string(opt.evolve) + ")",
                              g, opt.evolve, clock.seconds()));
-    const TrainSummary s = train(gen);
+    const TrainSummary s = train(cfg.evolve_generation(hyp_path, dir));
     // Append: results then genes.
     std::vector<std::string> columns = val_metric_columns();
     for (const auto& gn : genes) columns.push_back(gn.key);

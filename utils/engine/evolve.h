@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "utils/core/hyp.h"
-#include "utils/core/options.h"
+#include "utils/engine/hyp.h"
+#include "utils/engine/train_config.h"
 
 namespace yolo {
 
@@ -28,8 +28,8 @@ std::vector<double> mutate(const std::vector<double>& parent, std::mt19937_64& r
 std::vector<double> select_parent(const std::vector<std::vector<double>>& rows,
                                   std::mt19937_64& rng);
 
-// Runs opt.evolve generations; returns the evolve run dir. Throws UsageError with --resume or
-// under WORLD_SIZE > 1.
-std::string evolve(Options opt);
+// Runs cfg.opt().evolve generations, each trained with cfg.evolve_generation(); returns the
+// evolve run dir.
+std::string evolve(const TrainConfig& cfg);
 
 }  // namespace yolo

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "utils/core/torch_compat.h"
+#include "utils/core/runtime/torch_compat.h"
 
 namespace yolo {
 

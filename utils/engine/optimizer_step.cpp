@@ -5,7 +5,7 @@
 #include <cmath>
 #include <map>
 
-#include "utils/core/torch_compat.h"
+#include "utils/core/runtime/torch_compat.h"
 
 namespace yolo {
 

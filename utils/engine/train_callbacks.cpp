@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "utils/core/checkpoint.h"
-#include "utils/core/checkpoint_writer.h"
+#include "data/dataset.h"
 #include "utils/core/format.h"
+#include "utils/core/io/checkpoint.h"
+#include "utils/core/io/results_csv.h"
 #include "utils/core/log.h"
-#include "utils/core/results_csv.h"
+#include "utils/core/progress.h"
+#include "utils/engine/checkpoint_writer.h"
+#include "utils/engine/tb_events.h"
 #include "utils/engine/trainer.h"
 #include "utils/eval/validator.h"
 #include "utils/viz/plots.h"
@@ -17,6 +20,8 @@
 namespace fs = std::filesystem;
 
 namespace yolo {
+
+ProgressLog::~ProgressLog() = default;
 
 ProgressLog::ProgressLog(std::vector<std::string> names) : names_(std::move(names)) {}
 
@@ -80,6 +85,8 @@ std::vector<double> results_row(const EpochReport& r) {
 void ResultsLog::on_fit_epoch_end(const EpochReport& r) {
   append_csv_row(path_, results_csv_columns(), results_row(r));
 }
+
+TensorBoardLog::~TensorBoardLog() = default;
 
 TensorBoardLog::TensorBoardLog(const std::string& save_dir)
     : writer_(std::make_unique<EventWriter>(save_dir)) {

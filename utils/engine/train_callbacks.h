@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "utils/core/progress.h"
-#include "utils/core/tb_events.h"
 #include "utils/engine/callbacks.h"
-#include "utils/engine/train_setup.h"
+#include "utils/engine/run_paths.h"
 
 namespace yolo {
 
 struct Checkpoint;
 class CheckpointWriter;
+class EventWriter;
+class ProgressBar;
 class Trainer;
 
 // YOLOv5's console: the epoch header, a progress line per batch (redrawn in place on a terminal),
@@ -23,6 +23,7 @@ class Trainer;
 class ProgressLog : public Callback {
  public:
   explicit ProgressLog(std::vector<std::string> names);
+  ~ProgressLog() override;
   void on_train_epoch_start(int epoch) override;
   void on_train_batch_end(const BatchEvent& e) override;
   void on_train_epoch_end(int epoch, const EpochTiming& t) override;
@@ -51,6 +52,7 @@ class ResultsLog : public Callback {
 class TensorBoardLog : public Callback {
  public:
   explicit TensorBoardLog(const std::string& save_dir);
+  ~TensorBoardLog() override;
   void on_fit_epoch_end(const EpochReport& r) override;
 
  private:

@@ -6,13 +6,14 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
-#include "utils/core/options.h"
+#include "utils/core/runtime/cuda_env.h"
 #include "utils/distributed/distributed.h"
 #include "utils/distributed/launcher.h"
 #include "utils/engine/evolve.h"
-#include "utils/engine/trainer.h"
+#include "utils/engine/train.h"
+#include "utils/engine/train_config.h"
+#include "utils/engine/train_options.h"
 
 namespace yolo {
 
@@ -45,8 +46,10 @@ void report_to_torchrun(const std::exception& e) {
 }
 }  // namespace
 
+// parse -> resolve (which validates) -> dispatch: the launcher, evolution or one run. Each step is
+// taken once in this process.
 int train_main(int argc, char** argv) {
-  const ParsedTrainArgs args = parse_train_args(argc, argv);
+  const CommandLine args = parse_train_args(argc, argv);
   if (args.help) {
     std::cout << args.help_text;
     return 0;
@@ -55,14 +58,16 @@ int train_main(int argc, char** argv) {
     std::cout << version_report();
     return 0;
   }
-  if (args.opt.nproc_per_node != 0) return run_launcher(args.opt, argc, argv);
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   try {
-    if (args.opt.evolve > 0) {
-      evolve(args.opt);
+    TrainConfig cfg = resolve(args.opt);
+    // The workers parse the same command line (without --nproc-per-node) themselves.
+    if (args.opt.nproc_per_node != 0) return run_launcher(args.opt.nproc_per_node, argc, argv);
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+    if (cfg.opt().evolve > 0) {
+      evolve(cfg);
     } else {
-      train(args.opt);
+      train(std::move(cfg));
     }
   } catch (const std::exception& e) {
     report_to_torchrun(e);

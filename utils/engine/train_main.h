@@ -1,5 +1,6 @@
 #pragma once
-// train's entry: argv -> Options -> a training run (or --help).
+// train's entry: argv -> parse -> resolve -> validate -> the launcher, evolution or a training
+// run (or --help, --version).
 
 namespace yolo {
 

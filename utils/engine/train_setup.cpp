@@ -7,133 +7,69 @@
 #include <map>
 #include <set>
 
-#include "data/dataset_config.h"
+#include "data/dataset.h"
 #include "models/weights.h"
-#include "utils/core/checkpoint.h"
-#include "utils/core/cpu_resources.h"
-#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/fs_atomic.h"
+#include "utils/core/io/checkpoint.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/runtime/cuda_env.h"
 #include "utils/core/yaml_io.h"
+#include "utils/distributed/data_parallel.h"
 #include "utils/distributed/distributed.h"
+#include "utils/distributed/grad_sync.h"
 #include "utils/distributed/sync_batchnorm.h"
 #include "utils/engine/autoanchor.h"
+#include "utils/engine/ema.h"
 #include "utils/engine/optim.h"
-#include "utils/engine/trainer.h"
+#include "utils/eval/loss.h"
 
 namespace fs = std::filesystem;
 
 namespace yolo {
 
-Options resume_options(const Options& cli, bool strict) {
-  const std::string ckpt = cli.resume_path.empty() ? latest_run() : cli.resume_path;
-  std::error_code ec;
-  if (!fs::is_regular_file(ckpt, ec)) {
-    throw UsageError("--resume: checkpoint '" + ckpt + "' not found");
-  }
-  if (is_yolov5_checkpoint(ckpt)) {
-    throw UsageError("--resume: " + ckpt +
-                     " is a YOLOv5 checkpoint; its optimizer state is Python's (PyTorch's "
-                     "optimizer and YOLOv5's own opt), which this trainer cannot continue. Start "
-                     "a new run from its weights instead: --weights " +
-                     ckpt + " (the epochs start over)");
-  }
-  const fs::path run_dir = fs::absolute(ckpt).parent_path().parent_path();
-  const fs::path opt_yaml = run_dir / "opt.yaml";
-  if (!fs::is_regular_file(opt_yaml, ec)) {
-    throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
-                     " must sit in a run dir's weights/ folder");
-  }
-  static const std::set<std::string> kMayChange = {
-      "resume",       "device",         "workers",       "local_rank",    "dist-backend",
-      "dist-timeout", "nproc-per-node", "memory-format", "augment-device"};
-  for (const auto& flag : cli.given) {
-    if (strict && !kMayChange.count(flag)) {
-      throw UsageError(
-          "--" + flag + " cannot be changed when resuming (the run continues with " +
-          "the options in " + opt_yaml.string() +
-          "); only --device, --workers, --memory-format, --augment-device and the distributed "
-          "flags may be given");
-    }
-  }
-  Options o = load_options(opt_yaml.string());
-  o.resume = true;
-  o.resume_path = ckpt;
-  o.save_dir = run_dir.string();
-  o.given = cli.given;
-  for (const auto& flag : cli.given) {
-    if (flag == "device") o.device = cli.device;
-    if (flag == "workers") o.workers = cli.workers;
-    if (flag == "memory-format") o.memory_format = cli.memory_format;
-    if (flag == "augment-device") o.augment_device = cli.augment_device;
-    if (flag == "local_rank") o.local_rank = cli.local_rank;
-    if (flag == "dist-backend") o.dist_backend = cli.dist_backend;
-    if (flag == "dist-timeout") o.dist_timeout = cli.dist_timeout;
-  }
-  const fs::path hyp_copy = run_dir / "hyp.yaml";
-  if (fs::is_regular_file(hyp_copy, ec)) o.hyp = hyp_copy.string();  // the run's own copy
-  return o;
-}
-
 namespace {
 
-// --augment-device cuda: training batches are rendered on the GPU. On a CPU device it is a usage
-// error when given; from a resumed run's opt.yaml it falls back to the CPU with a warning.
+// --augment-device cuda: training batches are rendered on the GPU. Given with a CPU device it is
+// refused (train_rules.cpp); from a resumed run's opt.yaml it falls back to the CPU with a warning.
 bool augment_on_device(const TrainSetup& s) {
   if (s.opt.augment_device != "cuda") return false;
   if (s.dev.device.is_cuda()) return true;
-  if (s.opt.was_given("augment-device")) {
-    throw UsageError("--augment-device cuda: training runs on " + s.dev.device.str() +
-                     "; give a CUDA --device, or --augment-device cpu");
-  }
   log_warn(
       "--augment-device cuda (from the run's opt.yaml) needs a CUDA device; training runs on " +
       s.dev.device.str() + ", so augmentation runs on the CPU");
   return false;
 }
 
-// --weights: read now, so a bad file fails before the run dir is made. Without --cfg a YOLOv5
-// checkpoint gives the architecture; other weights name their model YAML.
-void read_initial_weights(TrainSetup& s, Options& opt) {
-  s.weights_file = read_weights_file(opt.weights);
-  if (!opt.cfg.empty()) return;
-  if (s.weights_file->yolov5) {
-    s.model_yaml = s.weights_file->yolov5->model_yaml;
-    log_info("model: the architecture of " + opt.weights + " (" +
-             s.weights_file->yolov5->model_class + ")");
-  } else {
-    opt.cfg = model_cfg_for_weights(*s.weights_file, opt.weights);
-  }
-}
-
-// Options in force, files resolved, device chosen and the process group up. After a torchrun
-// restart (--max_restarts) the run continues from its last.pt.
-void resolve_run(TrainSetup& s, Options opt) {
-  if (opt.resume) opt = resume_options(opt);
-  resolve_option_files(opt);
-  s.dist = start_distributed(opt, s.dev);
-  if (!opt.resume) {
+// The options in force, the device chosen and the process group up. After a torchrun restart
+// (--max_restarts) the run continues from its last.pt: the one place a configuration is resolved
+// again.
+void start_run(TrainSetup& s, TrainConfig cfg) {
+  const Options& o = cfg.opt();
+  s.dist = start_distributed({o.device, o.local_rank, o.batch_size, o.dist_backend, o.dist_timeout},
+                             s.dev);
+  if (!o.resume) {
     const std::string ckpt = s.dist.restart_checkpoint();
     if (!ckpt.empty()) {
       log_info("torchrun restart " + std::to_string(s.dist.env().restart_count) + ": resuming " +
                ckpt);
-      Options cli = opt;
-      cli.resume = true;
-      cli.resume_path = ckpt;
-      opt = resume_options(cli, false);
-      resolve_option_files(opt);
+      cfg = resolve_restart(cfg.command_line(), ckpt);
     }
   }
-  s.opt = std::move(opt);
+  s.opt = cfg.opt();
+  s.weights = cfg.weights();
+  s.model_yaml = cfg.model_yaml();
   s.loop = {s.opt.epochs,  s.opt.patience,    s.opt.seed,          s.opt.noval,
             s.opt.noplots, s.opt.multi_scale, s.opt.image_weights, s.opt.optimizer};
   s.loop.loss_read_interval = s.dev.device.is_cpu() ? 1 : kGpuLossReadInterval;
   s.augment_on_device = augment_on_device(s);
   log_info("YOLOv5 C++ trainer, torch " + std::string(TORCH_VERSION) + " " + s.dev.description);
-  if (!s.opt.resume && !s.opt.weights.empty()) read_initial_weights(s, s.opt);
+  if (s.weights && s.weights->yolov5 && !s.model_yaml.empty()) {
+    log_info("model: the architecture of " + s.opt.weights + " (" + s.weights->yolov5->model_class +
+             ")");
+  }
   s.threads = plan_threads(s.dev.device.is_cuda(), s.opt.workers, s.opt.was_given("workers"),
                            s.dist.world_size(), s.opt.batch_size / s.dist.world_size());
   apply_thread_plan(s.threads);
@@ -242,12 +178,12 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
                                opt.cfg + " (" + std::to_string(r.transferred) + "/" +
                                std::to_string(r.total) + " entries)");
     }
-  } else if (s.weights_file) {
+  } else if (s.weights) {
     // YOLOv5 keeps the anchors of a --cfg given with the weights (AutoAnchor may refit them).
     std::vector<std::string> exclude;
     if (opt.was_given("cfg")) exclude.push_back("anchor");
-    load_weights(*s.model, *s.weights_file, opt.weights, exclude);
-    s.weights_file.reset();
+    load_weights(*s.model, *s.weights, opt.weights, exclude);
+    s.weights.reset();
   }
   s.model->to(s.dev.device);
   // auto: channels-last on the CPU (oneDNN) and on CUDA, where AMP's tensor-core convolutions
@@ -417,7 +353,7 @@ void wrap_parallel(TrainSetup& s) {
   if (!s.dist.active() && s.dev.cuda_ids.size() > 1) {
     log_warn(
         "DP not recommended, use torchrun (or --nproc-per-node) for best DDP Multi-GPU "
-        "results; see the README's multi-process section");
+        "results; see docs/distributed.md");
     std::vector<torch::Device> devices;
     for (int id : s.dev.cuda_ids) {
       devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(id));
@@ -428,9 +364,14 @@ void wrap_parallel(TrainSetup& s) {
 
 }  // namespace
 
-TrainSetup set_up_training(Options opt) {
+TrainSetup::TrainSetup() = default;
+TrainSetup::TrainSetup(TrainSetup&&) noexcept = default;
+TrainSetup& TrainSetup::operator=(TrainSetup&&) noexcept = default;
+TrainSetup::~TrainSetup() = default;
+
+TrainSetup set_up_training(TrainConfig cfg) {
   TrainSetup s;
-  resolve_run(s, std::move(opt));
+  start_run(s, std::move(cfg));
   Checkpoint resume_ckpt;
   prepare_run_dir(s, resume_ckpt);
   if (s.already_finished) return s;

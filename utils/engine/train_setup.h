@@ -11,33 +11,26 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
 #include "data/dataset_config.h"
 #include "data/loader.h"
-#include "models/weights.h"
 #include "models/yolo.h"
-#include "utils/core/cpu_resources.h"
-#include "utils/core/device.h"
-#include "utils/core/hyp.h"
-#include "utils/core/options.h"
-#include "utils/distributed/data_parallel.h"
+#include "utils/core/runtime/device.h"
 #include "utils/distributed/ddp_setup.h"
-#include "utils/distributed/grad_sync.h"
-#include "utils/engine/ema.h"
-#include "utils/eval/loss.h"
+#include "utils/engine/cpu_resources.h"
+#include "utils/engine/hyp.h"
+#include "utils/engine/run_paths.h"
+#include "utils/engine/train_config.h"
 
 namespace yolo {
 
-constexpr int kNominalBatch = 64;  // YOLOv5's nbs: gradients accumulate to this batch
+class ComputeLoss;
+class DataParallel;
+class GradSync;
+class ModelEMA;
+class YoloDataset;
+struct WeightsFile;
 
-// Files of the run: <project>/<name>/ and its weights/.
-struct RunPaths {
-  std::string save_dir, weights_dir, last, best;
-  std::string results_csv() const { return save_dir + "/results.csv"; }
-  std::string epoch_checkpoint(int epoch) const {
-    return weights_dir + "/epoch" + std::to_string(epoch) + ".pt";
-  }
-};
+constexpr int kNominalBatch = 64;  // YOLOv5's nbs: gradients accumulate to this batch
 
 // The learning-rate schedule and gradient accumulation (YOLOv5's warmup and lf).
 struct Schedule {
@@ -73,6 +66,11 @@ struct LoopConfig {
 };
 
 struct TrainSetup {
+  TrainSetup();
+  TrainSetup(TrainSetup&&) noexcept;
+  TrainSetup& operator=(TrainSetup&&) noexcept;
+  ~TrainSetup();
+
   Options opt;  // the options in force, with the files resolved (for opt.yaml and callbacks)
   LoopConfig loop;
   DeviceSelection dev;
@@ -83,9 +81,9 @@ struct TrainSetup {
   DatasetConfig data;
   std::vector<std::string> names;
   int nc = 0, imgsz = 0, stride = 32;
-  // --weights, read once at start (dropped once loaded); its model YAML text when the
+  // --weights as resolve read it (dropped once loaded); its model YAML text when the
   // architecture comes from a YOLOv5 checkpoint (no --cfg).
-  std::optional<WeightsFile> weights_file;
+  std::shared_ptr<const WeightsFile> weights;
   std::string model_yaml;
   DetectionModel model{nullptr};
   DetectionModel ema_model{nullptr};  // rank 0 only
@@ -109,14 +107,9 @@ struct TrainSetup {
   bool already_finished = false;  // --resume of a run that trained all its epochs
 };
 
-// Builds the run from the command line's options: resume merging, files, device and process
-// group, run dir (opt.yaml, hyp.yaml), data, model, optimizer, loaders, AutoAnchor, EMA, resume
-// state, DDP and AMP. Throws UsageError for bad flags, std::runtime_error for bad files.
-TrainSetup set_up_training(Options opt);
-
-// --resume: the run's own options (opt.yaml beside weights/), with only the flags that may differ
-// between machines taken from this command line. `strict` = false accepts the other flags too
-// (a restart by torchrun repeats the run's own command line).
-Options resume_options(const Options& cli, bool strict = true);
+// Builds the run from its resolved configuration: device and process group, run dir (opt.yaml,
+// hyp.yaml), data, model, optimizer, loaders, AutoAnchor, EMA, resume state, DDP and AMP. Throws
+// UsageError for bad values, std::runtime_error for bad files.
+TrainSetup set_up_training(TrainConfig cfg);
 
 }  // namespace yolo

@@ -7,16 +7,21 @@
 #include <filesystem>
 #include <random>
 
+#include "data/dataset.h"
 #include "data/loader.h"
 #include "models/weights.h"
-#include "utils/core/checkpoint.h"
-#include "utils/core/cuda_env.h"
 #include "utils/core/errors.h"
+#include "utils/core/io/checkpoint.h"
 #include "utils/core/log.h"
+#include "utils/core/runtime/cuda_env.h"
 #include "utils/core/stopwatch.h"
+#include "utils/distributed/data_parallel.h"
 #include "utils/distributed/distributed.h"
+#include "utils/distributed/grad_sync.h"
+#include "utils/engine/ema.h"
 #include "utils/engine/optim.h"
 #include "utils/engine/train_callbacks.h"
+#include "utils/eval/loss.h"
 #include "utils/eval/metrics.h"
 #include "utils/eval/validator.h"
 
@@ -30,32 +35,6 @@ std::atomic<bool> g_stop{false};
 
 void request_stop() { g_stop.store(true); }
 bool stop_requested() { return g_stop.load(); }
-
-std::string latest_run(const std::string& search_dir) {
-  std::error_code ec;
-  fs::path best;
-  fs::file_time_type best_time{};
-  if (fs::is_directory(search_dir, ec)) {
-    for (auto it = fs::recursive_directory_iterator(search_dir, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      const std::string name = it->path().filename().string();
-      if (it->is_regular_file(ec) && name.rfind("last", 0) == 0 &&
-          it->path().extension() == ".pt") {
-        const auto t = fs::last_write_time(it->path(), ec);
-        if (best.empty() || t > best_time) {
-          best = it->path();
-          best_time = t;
-        }
-      }
-    }
-  }
-  if (best.empty()) {
-    throw UsageError("--resume: no last.pt found under " + search_dir +
-                     "/; pass the checkpoint: --resume path/to/last.pt");
-  }
-  return best.string();
-}
 
 std::string out_of_memory_message(const Options& opt, int world_size, const std::string& what) {
   const int per_gpu = opt.batch_size / std::max(world_size, 1);
@@ -113,7 +92,7 @@ Checkpoint Trainer::make_checkpoint(int done_epoch) const {
   return ck;
 }
 
-TrainSummary Trainer::fit(const TrainHooks& hooks) {
+TrainSummary Trainer::fit() {
   const LoopConfig& loop = s_.loop;
   const std::string& save_dir = s_.paths.save_dir;
   TrainSummary summary;
@@ -133,13 +112,12 @@ TrainSummary Trainer::fit(const TrainHooks& hooks) {
     callbacks_.fit_epoch_end(report);  // results.csv, last.pt/best.pt
     summary.epochs_run = epoch + 1;
     summary.last_results = results_;
-    if (hooks.on_epoch_end) hooks.on_epoch_end(epoch);
-    const std::string next = decide_next(epoch, early_stop_);
-    if (next == "interrupt") {
+    const Next next = decide_next(epoch, early_stop_);
+    if (next == Next::kInterrupt) {
       throw TrainingInterrupted("training stopped after epoch " + std::to_string(epoch) +
                                 "; resume with --resume " + s_.paths.last);
     }
-    if (next == "stop") break;
+    if (next == Next::kEarlyStop) break;
   }
   callbacks_.train_end(summary.epochs_run, clock.seconds());
   final_validation(summary);
@@ -336,15 +314,18 @@ void Trainer::decide_best(EpochReport& r) {
   r.stop_requested = stop_requested();
 }
 
-std::string Trainer::decide_next(int epoch, bool early_stop) {
-  std::string decision = "continue";
+Trainer::Next Trainer::decide_next(int epoch, bool early_stop) {
+  Next decision = Next::kContinue;
   if (stop_requested() && epoch + 1 < s_.loop.epochs) {
     callbacks_.interrupt(epoch, true);
-    decision = "interrupt";
+    decision = Next::kInterrupt;
   } else if (early_stop) {
-    decision = "stop";
+    decision = Next::kEarlyStop;
   }
-  return s_.dist.from_rank0("epoch/" + std::to_string(epoch), decision);  // rank 0's decision
+  // Rank 0's decision, through the store as its number.
+  const std::string agreed = s_.dist.from_rank0("epoch/" + std::to_string(epoch),
+                                                std::to_string(static_cast<int>(decision)));
+  return static_cast<Next>(std::stoi(agreed));
 }
 
 // Where the run's files are and the commands to try them with, as a new user needs them.
@@ -391,11 +372,11 @@ void Trainer::final_validation(TrainSummary& summary) {
   summary.final_results = {vr.mp, vr.mr, vr.map50, vr.map, vr.loss[0], vr.loss[1], vr.loss[2]};
 }
 
-TrainSummary train(Options opt, const TrainHooks& hooks) {
+TrainSummary train(TrainConfig cfg, std::vector<std::unique_ptr<Callback>> callbacks) {
   g_stop.store(false);
-  Options in_force = opt;
+  Options in_force = cfg.opt();
   try {
-    TrainSetup setup = set_up_training(std::move(opt));
+    TrainSetup setup = set_up_training(std::move(cfg));
     in_force = setup.opt;
     if (setup.already_finished) {
       TrainSummary summary;
@@ -407,7 +388,8 @@ TrainSummary train(Options opt, const TrainHooks& hooks) {
     const bool rank0 = setup.dist.is_rank0();
     Trainer trainer(std::move(setup));
     if (rank0) add_rank0_callbacks(trainer);
-    return trainer.fit(hooks);
+    for (auto& cb : callbacks) trainer.add_callback(std::move(cb));
+    return trainer.fit();
   } catch (const c10::OutOfMemoryError& e) {
     // Checkpoints are written whole or not at all, so the last good last.pt stays as it was.
     throw std::runtime_error(out_of_memory_message(

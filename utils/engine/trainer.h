@@ -1,60 +1,23 @@
 #pragma once
-// One training run, as YOLOv5 v7.0's train.py: train() sets the run up (train_setup.h), registers
-// the rank-0 callbacks (train_callbacks.h) and runs the Trainer, whose epoch reads as its phases:
-// train one epoch (warmup, forward, loss, backward, step, EMA), validate, decide best, report,
-// decide whether to go on. docs/ARCHITECTURE.md shows how a step flows through the libraries.
+// The training loop over a set-up run (train_setup.h). Its epoch reads as its phases: train one
+// epoch (warmup, forward, loss, backward, step, EMA), validate, decide best, report, decide
+// whether to go on. train() (train.h) is the way in.
 #include <array>
-#include <functional>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "utils/core/grad_scaler.h"
-#include "utils/core/options.h"
-#include "utils/core/phase_clock.h"
+#include "utils/core/runtime/grad_scaler.h"
 #include "utils/engine/callbacks.h"
 #include "utils/engine/optimizer_step.h"
+#include "utils/engine/phase_clock.h"
+#include "utils/engine/train.h"
 #include "utils/engine/train_setup.h"
 
 namespace yolo {
 
 struct Checkpoint;
-
-struct TrainSummary {
-  std::string save_dir;
-  int epochs_run = 0;
-  double best_fitness = 0;
-  std::array<double, 7> final_results{};  // best.pt's P, R, mAP50, mAP50-95, val box/obj/cls loss
-  std::array<double, 7> last_results{};   // the same from the last epoch's validation
-};
-
-struct TrainHooks {
-  // After the epoch's checkpoint is taken; its write may still run (done when train() ends).
-  std::function<void(int epoch)> on_epoch_end;
-};
-
-// Thrown when a stop was requested (Ctrl-C / SIGTERM): last.pt holds the state to resume from.
-class TrainingInterrupted : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Asks a running train() to stop after the current step and save last.pt. Async-signal-safe.
-void request_stop();
-bool stop_requested();
-
-// The most recent runs/**/last.pt (YOLOv5's get_latest_run); throws UsageError when none.
-std::string latest_run(const std::string& search_dir = "runs");
-
-// Runs the whole training, or continues one with opt.resume; throws on errors (UsageError for
-// bad flags/values). Running out of GPU memory is reported with out_of_memory_message().
-TrainSummary train(Options opt, const TrainHooks& hooks = {});
-
-// What a CUDA out-of-memory error tells the user: the batch size and image size in force, the
-// images per GPU, what to lower, and LibTorch's first line (`what`).
-std::string out_of_memory_message(const Options& opt, int world_size, const std::string& what);
 
 // YOLOv5's EarlyStopping: stop after `patience` epochs without a fitness improvement.
 class EarlyStopping {
@@ -76,7 +39,7 @@ class Trainer {
   // `timing`: how the step's phases are timed (default: CUDA events on a GPU, host time else).
   explicit Trainer(TrainSetup setup, std::optional<PhaseClock::Mode> timing = std::nullopt);
   void add_callback(std::unique_ptr<Callback> cb) { callbacks_.add(std::move(cb)); }
-  TrainSummary fit(const TrainHooks& hooks = {});
+  TrainSummary fit();
   // The state after `done_epoch` for last.pt/best.pt (rank 0: it holds the EMA).
   Checkpoint make_checkpoint(int done_epoch) const;
   const TrainSetup& setup() const { return s_; }
@@ -93,8 +56,9 @@ class Trainer {
   std::array<double, 3> step_lr(int epoch);
   void validate(EpochReport& r);
   void decide_best(EpochReport& r);
-  // "continue", "stop" (early stopping) or "interrupt", the same on every rank.
-  std::string decide_next(int epoch, bool early_stop);
+  enum class Next { kContinue, kEarlyStop, kInterrupt };
+  // The same on every rank: rank 0 decides.
+  Next decide_next(int epoch, bool early_stop);
   void final_validation(TrainSummary& summary);
   void log_next_steps() const;
   void resample_images(int epoch);

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "utils/core/format.h"
-#include "utils/core/json.h"
+#include "utils/eval/json.h"
 
 namespace yolo {
 

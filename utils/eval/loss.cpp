@@ -4,23 +4,7 @@
 
 #include <cmath>
 
-#include "utils/core/hyp.h"
-
 namespace yolo {
-
-LossGains scale_loss_gains(const Hyp& hyp, int nl, int nc, int imgsz, double label_smoothing) {
-  LossGains g;
-  const double layers = 3.0 / nl;
-  g.box = hyp.box * layers;
-  g.cls = hyp.cls * nc / 80.0 * layers;
-  g.obj = hyp.obj * std::pow(imgsz / 640.0, 2) * layers;
-  g.cls_pw = hyp.cls_pw;
-  g.obj_pw = hyp.obj_pw;
-  g.anchor_t = hyp.anchor_t;
-  g.fl_gamma = hyp.fl_gamma;
-  g.label_smoothing = label_smoothing;
-  return g;
-}
 
 at::Tensor bbox_ciou(const at::Tensor& box1, const at::Tensor& box2, double eps) {
   const at::Tensor x1 = box1.select(1, 0), y1 = box1.select(1, 1);

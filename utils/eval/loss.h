@@ -10,18 +10,13 @@
 
 namespace yolo {
 
-struct Hyp;
-
 struct LossGains {
-  double box = 0.05, obj = 1.0, cls = 0.5;  // already scaled by scale_loss_gains
+  double box = 0.05, obj = 1.0, cls = 0.5;  // already scaled (utils/engine/hyp.h scale_loss_gains)
   double cls_pw = 1.0, obj_pw = 1.0;
   double anchor_t = 4.0;
   double fl_gamma = 0.0;
   double label_smoothing = 0.0;
 };
-
-// train.py's scaling: box *= 3/nl, cls *= nc/80 * 3/nl, obj *= (imgsz/640)^2 * 3/nl.
-LossGains scale_loss_gains(const Hyp& hyp, int nl, int nc, int imgsz, double label_smoothing);
 
 // CIoU of (n, 4) xywh boxes, row by row -> (n).
 at::Tensor bbox_ciou(const at::Tensor& box1, const at::Tensor& box2, double eps = 1e-7);

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <set>
 
-#include "utils/core/boxes.h"
+#include "utils/eval/boxes.h"
 
 namespace yolo {
 

@@ -6,8 +6,8 @@
 
 #include "data/dataset_config.h"
 #include "models/weights.h"
-#include "utils/core/checkpoint.h"
 #include "utils/core/errors.h"
+#include "utils/core/io/checkpoint.h"
 #include "utils/core/paths.h"
 
 namespace yolo {

@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "utils/core/boxes.h"
+#include "utils/eval/boxes.h"
 
 namespace yolo {
 

@@ -9,12 +9,12 @@
 #include <stdexcept>
 
 #include "data/dataset_config.h"
-#include "utils/core/boxes.h"
 #include "utils/core/format.h"
-#include "utils/core/grad_scaler.h"
 #include "utils/core/log.h"
 #include "utils/core/progress.h"
+#include "utils/core/runtime/grad_scaler.h"
 #include "utils/core/stopwatch.h"
+#include "utils/eval/boxes.h"
 #include "utils/eval/coco_eval.h"
 #include "utils/eval/nms.h"
 #include "utils/eval/yolo_txt.h"

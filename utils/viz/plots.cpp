@@ -16,7 +16,7 @@
 #include <stdexcept>
 
 #include "utils/core/format.h"
-#include "utils/core/results_csv.h"
+#include "utils/core/io/results_csv.h"
 #include "utils/viz/plot_canvas.h"
 
 namespace yolo {

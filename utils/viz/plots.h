@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "utils/core/results_csv.h"
+#include "utils/core/io/results_csv.h"
 
 namespace yolo {
 

@@ -7,8 +7,8 @@
 #include "fuzz_common.h"
 #include "models/model_config.h"
 #include "models/yolo.h"
-#include "utils/core/hyp.h"
-#include "utils/core/options.h"
+#include "utils/engine/hyp.h"
+#include "utils/engine/train_options.h"
 
 namespace {
 

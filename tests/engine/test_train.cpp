@@ -1,0 +1,437 @@
+// End-to-end training on tiny generated data: an overfit batch's loss falls and mAP rises, runs
+// are reproducible,
+// val reproduces the final metrics from best.pt, and detect writes images and labels.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/dataset.h"
+#include "data/dataset_config.h"
+#include "data/shapes_dataset.h"
+#include "models/yolo.h"
+#include "utils/core/errors.h"
+#include "utils/core/io/checkpoint.h"
+#include "utils/core/paths.h"
+#include "utils/core/runtime/cuda_env.h"
+#include "utils/engine/evolve.h"
+#include "utils/engine/hyp.h"
+#include "utils/engine/optim.h"
+#include "utils/engine/train_callbacks.h"
+#include "utils/engine/train_config.h"
+#include "utils/engine/trainer.h"
+#include "utils/eval/loss.h"
+#include "utils/eval/model_loader.h"
+#include "utils/eval/predictor.h"
+#include "utils/eval/validator.h"
+#include "utils/viz/plots.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One shared tiny dataset for the suite: 64 train / 16 val images, 128 px wide.
+class TrainTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("yolo_train_test_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    yolo::ShapesSpec spec;
+    spec.train = 64;
+    spec.val = 16;
+    spec.width = 128;
+    yolo::ensure_shapes_dataset((root_ / "shapes").string(), spec);
+    std::ofstream(root_ / "shapes.yaml") << "path: " << (root_ / "shapes").string()
+                                         << "\ntrain: images/train\nval: images/val\n"
+                                            "names: [circle, rectangle, triangle]\n";
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  static yolo::Options options(const std::string& name, int epochs) {
+    yolo::Options o;
+    o.cfg = "yolov5n.yaml";
+    o.data = (root_ / "shapes.yaml").string();
+    o.epochs = epochs;
+    o.batch_size = 8;
+    o.imgsz = 128;
+    o.workers = 2;
+    o.device = "cpu";
+    o.project = (root_ / "runs").string();
+    o.name = name;
+    o.noplots = true;
+    o.seed = 3;
+    return o;
+  }
+  static fs::path root_;
+};
+fs::path TrainTest::root_;
+
+}  // namespace
+
+TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
+  yolo::Options o = options("learn", 4);
+  o.noplots = false;
+  const yolo::TrainSummary s = yolo::train(yolo::resolve(o));
+  const fs::path dir(s.save_dir);
+  const yolo::ResultsTable t = yolo::read_results_csv((dir / "results.csv").string());
+  ASSERT_EQ(t.rows.size(), 4u);
+  auto col = [&](const std::string& name) {
+    const size_t c = std::find(t.columns.begin(), t.columns.end(), name) - t.columns.begin();
+    EXPECT_LT(c, t.columns.size()) << name;
+    return c;
+  };
+  const size_t box = col("train/box_loss"), lr0 = col("x/lr0"), lr1 = col("x/lr1");
+  // The box loss falls over the run; warmup moves the bias lr down and the others up.
+  EXPECT_LT(t.rows.back()[box], t.rows.front()[box]) << "training box loss did not fall";
+  EXPECT_GT(t.rows.front()[lr0], t.rows.back()[lr0]);
+  EXPECT_LT(t.rows.front()[lr1], t.rows.back()[lr1]);
+  for (const char* f : {"weights/last.pt", "weights/best.pt", "opt.yaml", "hyp.yaml", "results.png",
+                        "labels.jpg", "train_batch0.jpg", "val_batch0_pred.jpg", "PR_curve.png",
+                        "F1_curve.png", "confusion_matrix.png"}) {
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  }
+  // Final weights are stripped of optimizer state, as YOLOv5 does.
+  EXPECT_FALSE(yolo::load_checkpoint((dir / "weights/last.pt").string()).has_optimizer());
+
+  // val on best.pt reproduces the final validation.
+  yolo::LoadedModel lm = yolo::load_model_for_inference((dir / "weights/best.pt").string(), "", "");
+  yolo::to_channels_last(*lm.model);  // as train and val on the CPU
+  EXPECT_EQ(lm.names, (std::vector<std::string>{"circle", "rectangle", "triangle"}));
+  yolo::DatasetOptions d;
+  d.imgsz = 128;
+  d.batch_size = 16;
+  d.rect = true;
+  d.pad = 0.5;
+  d.nc = 3;
+  d.hyp = yolo::AugmentHyp::none();
+  auto ds = std::make_shared<yolo::YoloDataset>(
+      yolo::load_dataset_config((root_ / "shapes.yaml").string()).val, d);
+  yolo::LoaderOptions lo;
+  lo.batch_size = 16;
+  lo.shuffle = false;
+  yolo::DataLoader loader(ds, lo);
+  yolo::ValConfig vc;
+  const yolo::ValResult vr = yolo::run_validation(lm.model, loader, vc, nullptr, torch::kCPU);
+  EXPECT_NEAR(vr.map50, s.final_results[2], 1e-6);
+  EXPECT_NEAR(vr.map, s.final_results[3], 1e-6);
+
+  // detect writes annotated images and YOLO-format labels.
+  yolo::DetectConfig dc;
+  dc.weights = (dir / "weights/best.pt").string();
+  dc.source = (root_ / "shapes/images/val").string();
+  dc.imgsz = 128;
+  dc.device = "cpu";
+  dc.conf_thres = 0.01;
+  dc.save_txt = true;
+  dc.project = (root_ / "detect").string();
+  const fs::path out = yolo::run_detect(dc);
+  size_t images = 0, labels = 0;
+  for (const auto& e : fs::directory_iterator(out)) images += e.path().extension() == ".png";
+  for (const auto& e : fs::directory_iterator(out / "labels")) labels += e.is_regular_file();
+  EXPECT_EQ(images, 16u);
+  EXPECT_GT(labels, 0u);
+}
+
+// Model + loss + optimizer can fit: one fixed batch, plain SGD; the loss falls and the mAP on
+// that batch rises. (The full YOLOv5 schedule needs thousands of steps, more than a unit test.)
+TEST_F(TrainTest, OverfitsOneBatch) {
+  torch::manual_seed(0);
+  yolo::DetectionModel m =
+      yolo::build_model(yolo::project_root() + "/configs/models/yolov5n.yaml", 3);
+  const auto images = yolo::load_dataset_config((root_ / "shapes.yaml").string()).train;
+  std::ofstream list(root_ / "batch.txt");
+  for (int i = 0; i < 8; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "train_%05d.png", i);
+    list << (root_ / "shapes/images/train" / name).string() << "\n";
+  }
+  list.close();
+  yolo::DatasetOptions d;
+  d.imgsz = 128;
+  d.nc = 3;
+  d.hyp = yolo::AugmentHyp::none();
+  auto ds = std::make_shared<yolo::YoloDataset>(
+      std::vector<std::string>{(root_ / "batch.txt").string()}, d);
+  ASSERT_EQ(ds->size(), 8u);
+  yolo::LoaderOptions lo;
+  lo.batch_size = 8;
+  lo.shuffle = false;
+  yolo::DataLoader loader(ds, lo);
+  loader.start_epoch(0);
+  const yolo::Batch b = *loader.next();
+  const yolo::Hyp hyp = yolo::load_hyp(yolo::project_root() + "/hyp/hyp.scratch-low.yaml");
+  yolo::ComputeLoss loss(yolo::scale_loss_gains(hyp, 3, 3, 128, 0.0), 3, m->detect()->anchors);
+  const yolo::ValConfig vc;
+  const double map_before = yolo::run_validation(m, loader, vc, nullptr, torch::kCPU).map50;
+  auto opt = yolo::make_optimizer("SGD", yolo::split_param_groups(*m), 0.05, 0.9, 0.0);
+  m->train();
+  std::vector<double> losses;
+  for (int step = 0; step < 80; ++step) {
+    opt->zero_grad();
+    const auto r = loss(m->forward(b.images).raw, b.targets);
+    r.loss.backward();
+    opt->step();
+    losses.push_back(r.loss.item<double>());
+  }
+  EXPECT_LT(losses.back(), losses.front() * 0.7) << losses.front() << " -> " << losses.back();
+  const double map_after = yolo::run_validation(m, loader, vc, nullptr, torch::kCPU).map50;
+  EXPECT_GT(map_after, map_before + 0.05) << map_before << " -> " << map_after;
+}
+
+TEST_F(TrainTest, SameSeedGivesSameWeights) {
+  const yolo::TrainSummary a = yolo::train(yolo::resolve(options("seed_a", 1)));
+  const yolo::TrainSummary b = yolo::train(yolo::resolve(options("seed_b", 1)));
+  const auto wa = yolo::load_checkpoint(a.save_dir + "/weights/last.pt").model;
+  const auto wb = yolo::load_checkpoint(b.save_dir + "/weights/last.pt").model;
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [k, t] : wa) EXPECT_TRUE(torch::equal(t, wb.at(k))) << k;
+}
+
+// Training 3 epochs straight equals training, stopping after epoch 0, and resuming.
+TEST_F(TrainTest, ResumeGivesTheSameWeights) {
+  const yolo::TrainSummary a = yolo::train(yolo::resolve(options("straight", 3)));
+  // A callback of the caller's asks for the stop once epoch 0's checkpoint is taken.
+  struct StopAfterFirst : yolo::Callback {
+    void on_fit_epoch_end(const yolo::EpochReport& r) override {
+      if (r.epoch == 0) yolo::request_stop();
+    }
+  };
+  std::vector<std::unique_ptr<yolo::Callback>> stop_after_first;
+  stop_after_first.push_back(std::make_unique<StopAfterFirst>());
+  EXPECT_THROW(yolo::train(yolo::resolve(options("split", 3)), std::move(stop_after_first)),
+               yolo::TrainingInterrupted);
+  const std::string last = (root_ / "runs/split/weights/last.pt").string();
+  const yolo::Checkpoint mid = yolo::load_checkpoint(last);
+  EXPECT_EQ(mid.epoch, 0);
+  EXPECT_TRUE(mid.has_optimizer());
+  yolo::Options r;
+  r.resume = true;
+  r.resume_path = last;
+  r.given = {"resume"};
+  const yolo::TrainSummary b = yolo::train(yolo::resolve(r));
+  EXPECT_EQ(b.save_dir, (root_ / "runs/split").string());
+  const auto wa = yolo::load_checkpoint(a.save_dir + "/weights/last.pt").model;
+  const auto wb = yolo::load_checkpoint(last).model;
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [k, t] : wa) EXPECT_TRUE(torch::allclose(t, wb.at(k), 1e-6, 1e-7)) << k;
+  // results.csv continues: one row per epoch.
+  EXPECT_EQ(yolo::read_results_csv((root_ / "runs/split/results.csv").string()).rows.size(), 3u);
+  // A finished run says so and trains nothing more.
+  EXPECT_EQ(yolo::train(yolo::resolve(r)).epochs_run, 3);
+  // Flags other than --device/--workers are refused; stripped checkpoints cannot resume.
+  yolo::Options bad = r;
+  bad.given = {"resume", "epochs"};
+  EXPECT_THROW(yolo::train(yolo::resolve(bad)), yolo::UsageError);
+  yolo::Options missing = r;
+  missing.resume_path = (root_ / "nope/weights/last.pt").string();
+  EXPECT_THROW(yolo::train(yolo::resolve(missing)), yolo::UsageError);
+}
+
+TEST_F(TrainTest, EvolveMutatesWithinLimitsAndContinues) {
+  yolo::Options o = options("ev", 1);
+  o.project = (root_ / "evolve").string();
+  o.given = {"project"};
+  o.evolve = 2;
+  const std::string dir = yolo::evolve(yolo::resolve(o));
+  const auto t = yolo::read_results_csv(dir + "/evolve.csv");
+  const auto& genes = yolo::evolve_genes();
+  ASSERT_EQ(t.rows.size(), 2u);
+  ASSERT_EQ(t.columns.size(), 7 + genes.size());
+  EXPECT_EQ(t.columns[7], "lr0");
+  bool changed = false;
+  for (size_t i = 0; i < genes.size(); ++i) {
+    for (const auto& r : t.rows) {
+      EXPECT_GE(r[7 + i], genes[i].lower) << genes[i].key;
+      EXPECT_LE(r[7 + i], genes[i].upper) << genes[i].key;
+    }
+    if (genes[i].gain == 0) {
+      EXPECT_EQ(t.rows[0][7 + i], t.rows[1][7 + i]) << genes[i].key;
+    }
+    changed |= t.rows[0][7 + i] != t.rows[1][7 + i];
+  }
+  EXPECT_TRUE(changed) << "the second generation did not mutate";
+  EXPECT_TRUE(fs::exists(dir + "/hyp_evolve.yaml"));
+  EXPECT_TRUE(fs::exists(dir + "/evolve.png"));
+  EXPECT_NO_THROW(yolo::load_hyp(dir + "/hyp_evolve.yaml"));
+  // A third generation in the same dir continues the file.
+  o.evolve = 1;
+  o.exist_ok = true;
+  EXPECT_EQ(yolo::evolve(yolo::resolve(o)), dir);
+  EXPECT_EQ(yolo::read_results_csv(dir + "/evolve.csv").rows.size(), 3u);
+  o.resume = true;
+  EXPECT_THROW(yolo::evolve(yolo::resolve(o)), yolo::UsageError);
+}
+
+TEST(Evolve, MutationKeepsLimitsAndFixedGenes) {
+  std::mt19937_64 rng(1);
+  std::vector<double> parent;
+  for (const auto& g : yolo::evolve_genes()) parent.push_back(g.upper);
+  for (int k = 0; k < 50; ++k) {
+    const auto child = yolo::mutate(parent, rng);
+    for (size_t i = 0; i < child.size(); ++i) {
+      const auto& g = yolo::evolve_genes()[i];
+      EXPECT_GE(child[i], g.lower);
+      EXPECT_LE(child[i], g.upper);
+      if (g.gain == 0) {
+        EXPECT_EQ(child[i], parent[i]) << g.key;
+      }
+    }
+  }
+  // Selection favours fitter rows: the fittest of two wins most draws.
+  std::vector<std::vector<double>> rows(2, std::vector<double>(7 + parent.size(), 0.0));
+  rows[0][3] = 0.9;
+  rows[0][7] = 1;
+  rows[1][3] = 0.1;
+  rows[1][7] = 2;
+  int first = 0;
+  for (int k = 0; k < 200; ++k) first += yolo::select_parent(rows, rng)[0] == 1;
+  EXPECT_GT(first, 150);
+}
+
+TEST_F(TrainTest, RunDirsIncrementAndOptionsAreSaved) {
+  yolo::Options o = options("inc", 1);
+  o.noval = true;
+  o.nosave = true;
+  const auto a = yolo::train(yolo::resolve(o));
+  const auto b = yolo::train(yolo::resolve(o));
+  EXPECT_EQ(fs::path(a.save_dir).filename(), "inc");
+  EXPECT_EQ(fs::path(b.save_dir).filename(), "inc2");
+  const yolo::Options saved = yolo::load_options(b.save_dir + "/opt.yaml");
+  EXPECT_EQ(saved.save_dir, b.save_dir);
+  EXPECT_EQ(saved.epochs, 1);
+  EXPECT_TRUE(saved.noval);
+}
+
+TEST(Train, OutOfMemoryMessageNamesTheBatchAndWhatToLower) {
+  yolo::Options o;
+  o.batch_size = 512;
+  o.imgsz = 1280;
+  const std::string m = yolo::out_of_memory_message(
+      o, 2, "CUDA out of memory. Tried to allocate 20.00 GiB\nmore detail");
+  for (const char* s : {"--batch-size 512", "256 images per GPU", "--imgsz 1280",
+                        "--batch-size 256)", "last.pt", "Tried to allocate 20.00 GiB"}) {
+    EXPECT_NE(m.find(s), std::string::npos) << s << " not in: " << m;
+  }
+  EXPECT_EQ(m.find("more detail"), std::string::npos) << m;
+}
+
+namespace {
+// Records the Trainer's events, as a TensorBoard or other logger registered on rank 0 would see
+// them.
+class RecordingCallback : public yolo::Callback {
+ public:
+  explicit RecordingCallback(std::vector<std::string>& log) : log_(log) {}
+  void on_train_start() override { log_.push_back("start"); }
+  void on_train_epoch_start(int epoch) override { log_.push_back("epoch" + std::to_string(epoch)); }
+  void on_train_batch_end(const yolo::BatchEvent& e) override {
+    if (e.i == 0) log_.push_back("batch0 of " + std::to_string(e.nb));
+    EXPECT_EQ(e.mean_loss->numel(), 3);
+    EXPECT_EQ(e.images->dim(), 4);
+  }
+  void on_train_epoch_end(int epoch, const yolo::EpochTiming& t) override {
+    log_.push_back("trained " + std::to_string(t.images) + " images");
+  }
+  void on_val_end(const yolo::ValResult& r, bool final) override {
+    log_.push_back(final ? "final val" : "val");
+  }
+  void on_fit_epoch_end(const yolo::EpochReport& r) override {
+    log_.push_back("fit" + std::to_string(r.epoch) + (r.final_epoch ? " final" : ""));
+    EXPECT_GT(r.train_loss[0], 0.0);
+    EXPECT_GT(r.lr[0], 0.0);
+  }
+  void on_train_end(int epochs_run, double seconds) override {
+    log_.push_back("end " + std::to_string(epochs_run));
+  }
+
+ private:
+  std::vector<std::string>& log_;
+};
+}  // namespace
+
+TEST_F(TrainTest, CallbacksSeeTheRunsEventsInOrder) {
+  yolo::Options o = options("callbacks", 2);
+  yolo::Trainer trainer(yolo::set_up_training(yolo::resolve(o)));
+  yolo::add_rank0_callbacks(trainer);
+  std::vector<std::string> log;
+  trainer.add_callback(std::make_unique<RecordingCallback>(log));
+  const yolo::TrainSummary s = trainer.fit();
+  EXPECT_EQ(s.epochs_run, 2);
+  std::vector<std::string> want = {
+      "start",      "epoch0", "batch0 of 8", "trained 64 images", "val",
+      "fit0",       "epoch1", "batch0 of 8", "trained 64 images", "val",
+      "fit1 final", "end 2"};
+  // best.pt (written at every best-so-far fitness, 0 included) is validated last.
+  want.push_back("final val");
+  EXPECT_EQ(log, want);
+  // The built-in rank-0 callbacks ran too: results.csv and last.pt.
+  EXPECT_EQ(yolo::read_results_csv(s.save_dir + "/results.csv").rows.size(), 2u);
+  EXPECT_TRUE(fs::exists(s.save_dir + "/weights/last.pt"));
+}
+
+// As YOLOv5, best.pt is written whenever an epoch's fitness equals the best so far, 0 included: a
+// run that finds nothing (its val images hold no objects, so fitness stays exactly 0) still
+// leaves a best.pt for val and detect, holding the last such epoch's weights.
+TEST_F(TrainTest, BestPtIsWrittenWhenFitnessStaysZero) {
+  const fs::path bg = root_ / "background";
+  fs::create_directories(bg / "images/val");
+  fs::create_directories(bg / "labels/val");
+  for (const auto& e : fs::directory_iterator(root_ / "shapes/images/val")) {
+    fs::copy_file(e.path(), bg / "images/val" / e.path().filename());
+    std::ofstream(bg / "labels/val" / (e.path().stem().string() + ".txt"));  // no objects
+  }
+  const fs::path yaml = root_ / "background.yaml";
+  std::ofstream(yaml) << "train: " << (root_ / "shapes/images/train").string()
+                      << "\nval: " << (bg / "images/val").string()
+                      << "\nnames: [circle, rectangle, triangle]\n";
+  yolo::Options o = options("zero_fitness", 2);
+  o.data = yaml.string();
+  const yolo::TrainSummary s = yolo::train(yolo::resolve(o));
+  EXPECT_EQ(s.epochs_run, 2);
+  EXPECT_EQ(s.best_fitness, 0.0);
+  const std::string best = s.save_dir + "/weights/best.pt";
+  ASSERT_TRUE(fs::exists(best));
+  const auto a = yolo::load_checkpoint(best).model;
+  const auto b = yolo::load_checkpoint(s.save_dir + "/weights/last.pt").model;
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [k, t] : a) EXPECT_TRUE(torch::equal(t, b.at(k))) << k;
+}
+
+// On a GPU a training step never waits for the device: one step of the real Trainer (loader,
+// copy, AMP forward, loss, backward, unscale, clip, fused SGD, EMA, running loss) runs under
+// CUDA's sync-debug mode set to error, which throws at any synchronising call.
+class SyncDebugWindow : public yolo::Callback {
+ public:
+  void on_train_batch_end(const yolo::BatchEvent& e) override {
+    if (e.i == 1) yolo::set_cuda_sync_debug_error(true);  // step 2 runs under it
+    if (e.i == 2) {
+      yolo::set_cuda_sync_debug_error(false);
+      checked = true;
+      yolo::request_stop();
+    }
+  }
+  bool checked = false;
+};
+
+TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  yolo::Options o = options("sync_debug", 1);
+  o.device = "0";
+  o.noval = true;
+  yolo::Trainer trainer(yolo::set_up_training(yolo::resolve(o)));
+  ASSERT_GE(trainer.setup().loop.loss_read_interval, 4);  // step 2 does not read the loss
+  auto window = std::make_unique<SyncDebugWindow>();
+  SyncDebugWindow* w = window.get();
+  trainer.add_callback(std::move(window));
+  try {
+    trainer.fit();
+  } catch (const yolo::TrainingInterrupted&) {
+  } catch (const std::exception& e) {
+    yolo::set_cuda_sync_debug_error(false);
+    FAIL() << "a step synchronised with the GPU: " << e.what();
+  }
+  EXPECT_TRUE(w->checked);
+}

@@ -1,0 +1,189 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "utils/eval/loss.h"
+
+namespace {
+// P3/P4/P5 anchors of yolov5*.yaml in stride units.
+torch::Tensor anchors() {
+  return torch::tensor({10.f / 8, 13.f / 8, 16.f / 8, 30.f / 8, 33.f / 8, 23.f / 8, 30.f / 16,
+                        61.f / 16, 62.f / 16, 45.f / 16, 59.f / 16, 119.f / 16, 116.f / 32,
+                        90.f / 32, 156.f / 32, 198.f / 32, 373.f / 32, 326.f / 32})
+      .view({3, 3, 2});
+}
+std::vector<torch::Tensor> zero_maps(int64_t bs, int nc, int64_t size = 64) {
+  return {torch::zeros({bs, 3, size / 8, size / 8, 5 + nc}),
+          torch::zeros({bs, 3, size / 16, size / 16, 5 + nc}),
+          torch::zeros({bs, 3, size / 32, size / 32, 5 + nc})};
+}
+}  // namespace
+
+TEST(Loss, CiouHandComputed) {
+  // Same-shaped boxes offset by one: IoU 1/3, enclosing diagonal^2 13, centre distance^2 1.
+  const torch::Tensor a = torch::tensor({{0.f, 0.f, 2.f, 2.f}});
+  const torch::Tensor b = torch::tensor({{1.f, 0.f, 2.f, 2.f}});
+  EXPECT_NEAR(yolo::bbox_ciou(a, b)[0].item<float>(), 1.f / 3 - 1.f / 13, 1e-5);
+  EXPECT_NEAR(yolo::bbox_ciou(a, a)[0].item<float>(), 1.f, 1e-5);
+  // Aspect-ratio term: a 2x1 box inside a 2x2 box with the same centre.
+  const torch::Tensor c = torch::tensor({{0.f, 0.f, 2.f, 1.f}});
+  const double iou = 0.5, v = 4 / (M_PI * M_PI) * std::pow(std::atan(2.0) - std::atan(1.0), 2);
+  const double alpha = v / (v - iou + 1);
+  EXPECT_NEAR(yolo::bbox_ciou(a, c)[0].item<float>(), iou - (0 + v * alpha), 1e-5);
+}
+
+TEST(Loss, BuildTargetsAssignsCentreAndNeighbourCells) {
+  yolo::ComputeLoss loss(yolo::LossGains{}, 2, anchors());
+  // One box in image 0, class 1, centre (0.53, 0.53), size 0.1 x 0.1 of a 64 px image.
+  const torch::Tensor targets = torch::tensor({{0.f, 1.f, 0.53f, 0.53f, 0.1f, 0.1f}});
+  const auto t = loss.build_targets(zero_maps(1, 2), targets);
+  // P3 (8x8 cells): w = 0.8 cells fits only anchor 0 (ratio < 4); centre 4.24 -> cells 4, and the
+  // left/upper neighbours (fraction 0.24 < 0.5); the right/lower ones are not used.
+  ASSERT_EQ(t.indices[0][0].size(0), 3);
+  EXPECT_TRUE(torch::equal(t.indices[0][1], torch::tensor({0, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(t.indices[0][3], torch::tensor({4, 3, 4}, torch::kLong)));  // gi
+  EXPECT_TRUE(torch::equal(t.indices[0][2], torch::tensor({4, 4, 3}, torch::kLong)));  // gj
+  EXPECT_TRUE(torch::allclose(t.tbox[0][1], torch::tensor({1.24f, 0.24f, 0.8f, 0.8f}), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::equal(t.tcls[0], torch::tensor({1, 1, 1}, torch::kLong)));
+  // P5 (2x2 cells): 0.2 cells against anchors >= 2.8 cells: ratio > 4, no assignment.
+  EXPECT_EQ(t.indices[2][0].size(0), 0);
+}
+
+TEST(Loss, NoTargetsLeavesOnlyObjectnessTowardsZero) {
+  yolo::LossGains g;
+  g.obj = 0.7;
+  yolo::ComputeLoss loss(g, 3, anchors());
+  const auto r = loss(zero_maps(2, 3), torch::zeros({0, 6}));
+  // Every objectness logit is 0: BCE = log 2 on each level, balanced 4 + 1 + 0.4.
+  const double lobj = std::log(2.0) * (4.0 + 1.0 + 0.4) * 0.7;
+  EXPECT_NEAR(r.items[0].item<double>(), 0.0, 1e-7);
+  EXPECT_NEAR(r.items[1].item<double>(), lobj, 1e-5);
+  EXPECT_NEAR(r.items[2].item<double>(), 0.0, 1e-7);
+  EXPECT_NEAR(r.loss.item<double>(), lobj * 2, 1e-5);  // times the batch size
+}
+
+TEST(Loss, ClassLossUsesSmoothedTargetsAndBackpropagates) {
+  yolo::LossGains g;
+  g.box = 1;
+  g.obj = 1;
+  g.cls = 1;
+  g.label_smoothing = 0.2;
+  yolo::ComputeLoss loss(g, 2, anchors());
+  auto maps = zero_maps(1, 2);
+  for (auto& m : maps) m.requires_grad_(true);
+  const torch::Tensor targets = torch::tensor({{0.f, 1.f, 0.53f, 0.53f, 0.1f, 0.1f}});
+  const auto r = loss(maps, targets);
+  // Zero logits: class BCE is log 2 whatever the (smoothed) target, averaged over entries.
+  EXPECT_NEAR(r.items[2].item<double>(), std::log(2.0), 1e-5);
+  EXPECT_GT(r.items[0].item<double>(), 0.0);
+  r.loss.backward();
+  // Gradient on the class logits of an assigned cell: (sigmoid(0) - target) / entries.
+  const torch::Tensor grad = maps[0].grad()[0][0][4][4];
+  const double entries = 3 * 2;  // three assigned cells x two classes
+  EXPECT_NEAR(grad[5].item<double>(), (0.5 - 0.1) / entries, 1e-5);  // cn = 0.1
+  EXPECT_NEAR(grad[6].item<double>(), (0.5 - 0.9) / entries, 1e-5);  // cp = 0.9
+}
+
+TEST(Loss, FocalLossDownweightsEasyNegatives) {
+  yolo::LossGains plain, focal;
+  focal.fl_gamma = 1.5;
+  auto maps = zero_maps(1, 1);
+  for (auto& m : maps) m.select(4, 4).fill_(-6.0);  // confident "no object": easy negatives
+  const auto a = yolo::ComputeLoss(plain, 1, anchors())(maps, torch::zeros({0, 6}));
+  const auto b = yolo::ComputeLoss(focal, 1, anchors())(maps, torch::zeros({0, 6}));
+  const double p = 1 / (1 + std::exp(6.0));
+  // focal = bce * (1 - alpha) * p^gamma for negatives
+  EXPECT_NEAR(b.items[1].item<double>() / a.items[1].item<double>(), 0.75 * std::pow(p, 1.5), 1e-6);
+}
+
+// Under autocast the predictions arrive in a low-precision type (float16 on CUDA, bfloat16 on the
+// CPU); the loss must still add up in float32, or the small per-level terms round away.
+TEST(Loss, LowPrecisionPredictionsGiveAFloat32Loss) {
+  yolo::LossGains g;
+  g.box = 0.05;
+  g.obj = 1.0;
+  g.cls = 0.5;
+  g.cls_pw = g.obj_pw = 1.0;
+  g.anchor_t = 4.0;
+  yolo::ComputeLoss loss(g, 3, anchors());
+  torch::manual_seed(0);
+  std::vector<torch::Tensor> p = zero_maps(4, 3, 128);
+  for (auto& m : p) m = torch::randn(m.sizes()) * 2;
+  const torch::Tensor targets = torch::tensor({{0.f, 1.f, 0.5f, 0.5f, 0.2f, 0.3f},
+                                               {1.f, 0.f, 0.25f, 0.7f, 0.1f, 0.1f},
+                                               {3.f, 2.f, 0.8f, 0.2f, 0.4f, 0.3f}});
+  const yolo::LossResult ref = loss(p, targets);
+  std::vector<torch::Tensor> low;
+  for (const auto& m : p) low.push_back(m.to(torch::kBFloat16));
+  const yolo::LossResult r = loss(low, targets);
+  EXPECT_EQ(r.loss.scalar_type(), torch::kFloat);
+  EXPECT_EQ(r.items.scalar_type(), torch::kFloat);
+  // Only the predictions' own rounding (bfloat16 keeps ~3 significant digits) is left.
+  const torch::Tensor rel = ((r.items - ref.items).abs() / ref.items).max();
+  EXPECT_LT(rel.item<double>(), 5e-3) << r.items << ref.items;
+}
+
+// The dense form (what a GPU runs: no host reads) gives the compact form's loss and gradients,
+// with focal loss and label smoothing, targets on cell borders and an image without targets.
+TEST(Loss, DenseFormEqualsCompactForm) {
+  torch::manual_seed(5);
+  for (const double gamma : {0.0, 1.5}) {
+    yolo::LossGains g;
+    g.fl_gamma = gamma;
+    g.label_smoothing = 0.1;
+    yolo::ComputeLoss loss(g, 4, anchors());
+    std::vector<torch::Tensor> maps;
+    for (int64_t s : {16, 8, 4}) maps.push_back(torch::randn({3, 3, s, s, 9}));
+    torch::Tensor targets = torch::rand({40, 6});
+    targets.select(1, 0).copy_(torch::randint(0, 2, {40}));  // image 2 has none
+    targets.select(1, 1).copy_(torch::randint(0, 4, {40}));
+    targets.slice(1, 4, 6).mul_(0.6).add_(0.02);
+    targets[0][2] = 0.5, targets[1][3] = 0.25;  // exactly on cell borders
+    auto run = [&](bool dense) {
+      std::vector<torch::Tensor> p;
+      for (const auto& m : maps) p.push_back(m.clone().requires_grad_(true));
+      const yolo::LossResult r = loss(p, targets, dense);
+      r.loss.backward();
+      std::vector<torch::Tensor> grads;
+      for (const auto& x : p) grads.push_back(x.grad());
+      return std::make_pair(r, grads);
+    };
+    const auto [compact, gc] = run(false);
+    const auto [dense, gd] = run(true);
+    EXPECT_TRUE(torch::allclose(compact.items, dense.items, 1e-5, 1e-7))
+        << compact.items << dense.items;
+    EXPECT_GT(compact.items[2].item<float>(), 0.f);  // the class term took part
+    for (size_t i = 0; i < gc.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(gc[i], gd[i], 1e-4, 1e-7)) << "level " << i << " gamma " << gamma;
+    }
+  }
+  // No targets at all.
+  yolo::ComputeLoss loss(yolo::LossGains{}, 3, anchors());
+  const auto maps = zero_maps(2, 3);
+  EXPECT_TRUE(torch::allclose(loss(maps, torch::zeros({0, 6}), true).items,
+                              loss(maps, torch::zeros({0, 6}), false).items));
+}
+
+// The dense assignment reads nothing back to the host: it runs on meta tensors, which have no
+// data, and its sizes follow from the batch alone. The compact one cannot: its sizes are the
+// number of assigned candidates, which only the data knows.
+TEST(Loss, DenseAssignmentNeedsNoHostReads) {
+  yolo::ComputeLoss loss(yolo::LossGains{}, 4, anchors().to(torch::kMeta));
+  const auto meta = torch::TensorOptions().device(torch::kMeta);
+  std::vector<torch::Tensor> p;
+  for (int64_t s : {8, 4, 2}) p.push_back(torch::empty({2, 3, s, s, 9}, meta));
+  const torch::Tensor targets = torch::empty({5, 6}, meta);
+  const yolo::LossTargets tg = loss.build_dense_targets(p, targets);
+  ASSERT_EQ(tg.weights.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(tg.weights[i].size(0), 5 * 3 * 5);  // neighbour cells x anchors x targets
+    EXPECT_EQ(tg.indices[i][0].size(0), 5 * 3 * 5);
+    EXPECT_EQ(tg.tbox[i].sizes(), (std::vector<int64_t>{5 * 3 * 5, 4}));
+    // The gathers the loss then does on those indices.
+    EXPECT_EQ(p[i].index({tg.indices[i][0], tg.indices[i][1], tg.indices[i][2], tg.indices[i][3]})
+                  .sizes(),
+              (std::vector<int64_t>{5 * 3 * 5, 9}));
+  }
+  EXPECT_ANY_THROW(loss.build_targets(p, targets));
+}

@@ -1,0 +1,213 @@
+#include "utils/engine/hyp.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
+#include "utils/core/yaml_io.h"
+
+namespace yolo {
+
+namespace {
+
+// Every hyperparameter, by YOLOv5 key, in YOLOv5's file order: reading, writing and the by-name
+// accessors all go through this table.
+const std::vector<std::pair<std::string, double Hyp::*>>& fields() {
+  static const std::vector<std::pair<std::string, double Hyp::*>> table = {
+      {"lr0", &Hyp::lr0},
+      {"lrf", &Hyp::lrf},
+      {"momentum", &Hyp::momentum},
+      {"weight_decay", &Hyp::weight_decay},
+      {"warmup_epochs", &Hyp::warmup_epochs},
+      {"warmup_momentum", &Hyp::warmup_momentum},
+      {"warmup_bias_lr", &Hyp::warmup_bias_lr},
+      {"box", &Hyp::box},
+      {"cls", &Hyp::cls},
+      {"cls_pw", &Hyp::cls_pw},
+      {"obj", &Hyp::obj},
+      {"obj_pw", &Hyp::obj_pw},
+      {"iou_t", &Hyp::iou_t},
+      {"anchor_t", &Hyp::anchor_t},
+      {"anchors", &Hyp::anchors},  // optional: has_anchors says whether it was given
+      {"fl_gamma", &Hyp::fl_gamma},
+      {"hsv_h", &Hyp::hsv_h},
+      {"hsv_s", &Hyp::hsv_s},
+      {"hsv_v", &Hyp::hsv_v},
+      {"degrees", &Hyp::degrees},
+      {"translate", &Hyp::translate},
+      {"scale", &Hyp::scale},
+      {"shear", &Hyp::shear},
+      {"perspective", &Hyp::perspective},
+      {"flipud", &Hyp::flipud},
+      {"fliplr", &Hyp::fliplr},
+      {"mosaic", &Hyp::mosaic},
+      {"mixup", &Hyp::mixup},
+      {"copy_paste", &Hyp::copy_paste},
+  };
+  return table;
+}
+
+const char kAnchors[] = "anchors";
+
+double Hyp::*field(const std::string& key) {
+  for (const auto& [name, member] : fields()) {
+    if (name == key) return member;
+  }
+  return nullptr;
+}
+
+double Hyp::*known_field(const std::string& key) {
+  double Hyp::*m = field(key);
+  if (!m) throw std::logic_error("'" + key + "' is not a hyperparameter");
+  return m;
+}
+
+// Levenshtein distance, for the "did you mean" of an unknown key.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_key_hint(const std::string& key) {
+  std::string best;
+  size_t best_d = 3;  // farther than 2 edits is no typo
+  for (const auto& f : fields()) {
+    const size_t d = edit_distance(key, f.first);
+    if (d < best_d) {
+      best = f.first;
+      best_d = d;
+    }
+  }
+  if (!best.empty()) return "did you mean '" + best + "'?";
+  return "YOLOv5 v7.0 keys only; see hyp/hyp.scratch-low.yaml for the full list";
+}
+
+std::string line_of(const YAML::Node& n, const std::string& ctx) {
+  return ctx + ":" + std::to_string(n.Mark().line + 1);
+}
+
+const char* kind_of(const YAML::Node& n) {
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+}  // namespace
+
+double Hyp::at(const std::string& key) const {
+  double Hyp::*m = known_field(key);
+  if (key == kAnchors && !has_anchors) {
+    throw std::runtime_error("hyperparameter 'anchors' is not set");
+  }
+  return this->*m;
+}
+
+double Hyp::get(const std::string& key, double fallback) const {
+  double Hyp::*m = field(key);
+  if (!m || (key == kAnchors && !has_anchors)) return fallback;
+  return this->*m;
+}
+
+void Hyp::set(const std::string& key, double v) {
+  this->*known_field(key) = v;
+  if (key == kAnchors) has_anchors = true;
+}
+
+const std::vector<std::string>& required_hyp_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    for (const auto& f : fields()) {
+      if (f.first != kAnchors) k.push_back(f.first);
+    }
+    return k;
+  }();
+  return keys;
+}
+
+Hyp hyp_from_yaml(const YAML::Node& node, const std::string& ctx) {
+  if (!node.IsMap()) {
+    throw std::runtime_error(ctx + ": a hyp file must be a mapping of name: value");
+  }
+  Hyp h;
+  std::vector<std::string> seen;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) {
+      throw std::runtime_error(line_of(kv.first, ctx) + ": a hyperparameter name must be a word");
+    }
+    const std::string key = kv.first.Scalar();
+    if (!field(key)) {
+      throw std::runtime_error(line_of(kv.first, ctx) + ": unknown hyperparameter '" + key + "' (" +
+                               unknown_key_hint(key) + ")");
+    }
+    if (!kv.second.IsScalar()) {
+      throw std::runtime_error(line_of(kv.first, ctx) + ": '" + key + "' must be a number, got " +
+                               kind_of(kv.second));
+    }
+    double value = 0;
+    try {
+      value = kv.second.as<double>();
+    } catch (const YAML::Exception&) {
+      throw std::runtime_error(line_of(kv.second, ctx) + ": '" + key + "' must be a number, got '" +
+                               kv.second.Scalar() + "'");
+    }
+    // The optimizer's settings: a negative one would reach LibTorch's own "Invalid learning
+    // rate", which names neither file nor key. (Augmentation ranges are checked with the data.)
+    static const char* const kNonNegative[] = {"lr0",           "lrf",           "momentum",
+                                               "weight_decay",  "warmup_epochs", "warmup_momentum",
+                                               "warmup_bias_lr"};
+    for (const char* k : kNonNegative) {
+      if (key == k && !(value >= 0)) {
+        throw std::runtime_error(line_of(kv.second, ctx) + ": '" + key + "' must be >= 0, got " +
+                                 kv.second.Scalar());
+      }
+    }
+    h.set(key, value);
+    seen.push_back(key);
+  }
+  for (const auto& k : required_hyp_keys()) {
+    if (std::find(seen.begin(), seen.end(), k) == seen.end()) {
+      throw std::runtime_error(ctx + ": missing hyperparameter '" + k +
+                               "' (see hyp/hyp.scratch-low.yaml for the full list)");
+    }
+  }
+  return h;
+}
+
+Hyp load_hyp(const std::string& path) { return hyp_from_yaml(load_yaml_file(path), path); }
+
+YAML::Node hyp_to_yaml(const Hyp& hyp) {
+  YAML::Node n;
+  for (const auto& [name, member] : fields()) {
+    if (name != kAnchors || hyp.has_anchors) n[name] = yaml_number(hyp.*member);
+  }
+  return n;
+}
+
+LossGains scale_loss_gains(const Hyp& hyp, int nl, int nc, int imgsz, double label_smoothing) {
+  LossGains g;
+  const double layers = 3.0 / nl;
+  g.box = hyp.box * layers;
+  g.cls = hyp.cls * nc / 80.0 * layers;
+  g.obj = hyp.obj * std::pow(imgsz / 640.0, 2) * layers;
+  g.cls_pw = hyp.cls_pw;
+  g.obj_pw = hyp.obj_pw;
+  g.anchor_t = hyp.anchor_t;
+  g.fl_gamma = hyp.fl_gamma;
+  g.label_smoothing = label_smoothing;
+  return g;
+}
+
+}  // namespace yolo

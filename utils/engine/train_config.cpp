@@ -1,0 +1,142 @@
+#include "utils/engine/train_config.h"
+
+#include <filesystem>
+
+#include "utils/core/errors.h"
+#include "utils/core/paths.h"
+#include "utils/engine/train_rules.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+std::string latest_run(const std::string& search_dir) {
+  std::error_code ec;
+  fs::path best;
+  fs::file_time_type best_time{};
+  if (fs::is_directory(search_dir, ec)) {
+    for (auto it = fs::recursive_directory_iterator(search_dir, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      const std::string name = it->path().filename().string();
+      if (it->is_regular_file(ec) && name.rfind("last", 0) == 0 &&
+          it->path().extension() == ".pt") {
+        const auto t = fs::last_write_time(it->path(), ec);
+        if (best.empty() || t > best_time) {
+          best = it->path();
+          best_time = t;
+        }
+      }
+    }
+  }
+  if (best.empty()) {
+    throw UsageError("--resume: no last.pt found under " + search_dir +
+                     "/; pass the checkpoint: --resume path/to/last.pt");
+  }
+  return best.string();
+}
+
+namespace {
+
+// --resume from `ckpt`: the run's own options (opt.yaml beside weights/), with the flags that may
+// differ between machines taken from the command line. Which flags the command line may give is
+// a rule (train_rules.cpp).
+Options merge_resume(const Options& cli, const std::string& ckpt) {
+  std::error_code ec;
+  if (!fs::is_regular_file(ckpt, ec)) {
+    throw UsageError("--resume: checkpoint '" + ckpt + "' not found");
+  }
+  if (is_yolov5_checkpoint(ckpt)) {
+    throw UsageError("--resume: " + ckpt +
+                     " is a YOLOv5 checkpoint; its optimizer state is Python's (PyTorch's "
+                     "optimizer and YOLOv5's own opt), which this trainer cannot continue. Start "
+                     "a new run from its weights instead: --weights " +
+                     ckpt + " (the epochs start over)");
+  }
+  const fs::path run_dir = fs::absolute(ckpt).parent_path().parent_path();
+  const fs::path opt_yaml = run_dir / "opt.yaml";
+  if (!fs::is_regular_file(opt_yaml, ec)) {
+    throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
+                     " must sit in a run dir's weights/ folder");
+  }
+  Options o = load_options(opt_yaml.string());
+  o.resume = true;
+  o.resume_path = ckpt;
+  o.save_dir = run_dir.string();
+  o.given = cli.given;
+  for (const auto& flag : cli.given) {
+    if (flag == "device") o.device = cli.device;
+    if (flag == "workers") o.workers = cli.workers;
+    if (flag == "memory-format") o.memory_format = cli.memory_format;
+    if (flag == "augment-device") o.augment_device = cli.augment_device;
+    if (flag == "local_rank") o.local_rank = cli.local_rank;
+    if (flag == "dist-backend") o.dist_backend = cli.dist_backend;
+    if (flag == "dist-timeout") o.dist_timeout = cli.dist_timeout;
+  }
+  o.nproc_per_node = cli.nproc_per_node;
+  const fs::path hyp_copy = run_dir / "hyp.yaml";
+  if (fs::is_regular_file(hyp_copy, ec)) o.hyp = hyp_copy.string();  // the run's own copy
+  return o;
+}
+
+}  // namespace
+
+TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool restart) {
+  TrainConfig c;
+  c.cli_ = command_line;
+  // With --weights and no --cfg the weights name the architecture (read below).
+  if (opt.cfg.empty() && opt.weights.empty()) opt.cfg = "yolov5s.yaml";
+  if (!opt.cfg.empty()) opt.cfg = resolve_config(opt.cfg, ConfigKind::kModel, "--cfg");
+  opt.data = resolve_config(opt.data, ConfigKind::kData, "--data");
+  opt.hyp = resolve_config(opt.hyp, ConfigKind::kHyp, "--hyp");
+  if (opt.evolve > 0 && !opt.was_given("project")) opt.project = "runs/evolve";
+  c.opt_ = std::move(opt);
+  // Rules first: a broken one is cheaper to report than reading the weights.
+  if (!restart) validate(c);
+  const Options& o = c.opt_;
+  if (o.resume || o.weights.empty()) return c;
+  std::error_code ec;
+  if (!fs::is_regular_file(o.weights, ec)) {
+    throw UsageError("--weights: file '" + o.weights +
+                     "' not found; this trainer does not download weights (pass a local YOLOv5 .pt "
+                     "such as yolov5s.pt, or one this trainer wrote, or --weights '' to start "
+                     "from scratch)");
+  }
+  // Without --cfg a YOLOv5 checkpoint gives the architecture; other weights name their model YAML.
+  auto file = std::make_shared<WeightsFile>(read_weights_file(o.weights));
+  if (o.cfg.empty()) {
+    if (file->yolov5) {
+      c.model_yaml_ = file->yolov5->model_yaml;
+    } else {
+      c.opt_.cfg = model_cfg_for_weights(*file, o.weights);
+    }
+  }
+  c.weights_ = std::move(file);
+  return c;
+}
+
+TrainConfig resolve(const Options& command_line) {
+  if (!command_line.resume) return TrainConfig::build(command_line, command_line, false);
+  const std::string ckpt =
+      command_line.resume_path.empty() ? latest_run() : command_line.resume_path;
+  return TrainConfig::build(command_line, merge_resume(command_line, ckpt), false);
+}
+
+TrainConfig resolve_restart(const Options& command_line, const std::string& last_pt) {
+  return TrainConfig::build(command_line, merge_resume(command_line, last_pt), true);
+}
+
+TrainConfig TrainConfig::evolve_generation(const std::string& hyp_path,
+                                           const std::string& run_dir) const {
+  TrainConfig g = *this;
+  Options& o = g.opt_;
+  o.evolve = 0;
+  o.noval = o.nosave = o.noplots = true;
+  o.hyp = hyp_path;
+  o.project = fs::path(run_dir).parent_path().string();
+  o.name = fs::path(run_dir).filename().string();
+  o.exist_ok = true;
+  return g;
+}
+
+}  // namespace yolo
