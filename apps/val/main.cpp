@@ -48,7 +48,8 @@ const std::vector<yolo::cli::Flag<ValArgs>>& flags() {
           .check(at_least(1, "must be >= 1")),
       Bind("conf-thres", &A::conf_thres, "confidence threshold").check(in_range(0, 1)),
       Bind("iou-thres", &A::iou_thres, "NMS IoU threshold").check(in_range(0, 1)),
-      Bind("max-det", &A::max_det, "maximum detections per image"),
+      Bind("max-det", &A::max_det, "maximum detections per image")
+          .check(at_least(1, "must be >= 1")),
       Bind("task", &A::task, "val or test").metavar("val|test").check([](const std::string& t) {
         return t == "val" || t == "test" ? std::string() : std::string("must be val or test");
       }),
