@@ -48,8 +48,9 @@ std::string broken(const Case& c) {
   return yolo::first_broken_rule(in);
 }
 
-TEST(TrainRules, EachRuleRefusesWhatItShouldAndOnlyThat) {
-  const std::vector<Case> cases = {
+// The command line and the environment.
+std::vector<Case> command_line_cases() {
+  return {
       {"defaults", {}},
       {"quad is refused", {"--quad"}, 1, "", "", false, "--quad is not implemented yet"},
       {"evolve with resume",
@@ -111,6 +112,12 @@ TEST(TrainRules, EachRuleRefusesWhatItShouldAndOnlyThat) {
        false,
        "--image-weights is not compatible with YOLOv5 Multi-GPU DDP training"},
       {"image weights alone", {"--image-weights"}},
+  };
+}
+
+// A --resume: the run's own opt.yaml against the command line.
+std::vector<Case> resume_cases() {
+  return {
       {"resume may change the device",
        {"--resume", "--device", "cpu", "--workers", "2"},
        1,
@@ -144,6 +151,11 @@ TEST(TrainRules, EachRuleRefusesWhatItShouldAndOnlyThat) {
        false,
        "must be multiple of WORLD_SIZE (3)",
        [](yolo::Options& o) { o.batch_size = 16; }},
+  };
+}
+
+std::vector<Case> augment_cases() {
+  return {
       {"augment on cuda with --device cpu",
        {"--device", "cpu", "--augment-device", "cuda"},
        1,
@@ -168,6 +180,12 @@ TEST(TrainRules, EachRuleRefusesWhatItShouldAndOnlyThat) {
        "",
        [](yolo::Options& o) { o.augment_device = "cuda"; }},
   };
+}
+
+TEST(TrainRules, EachRuleRefusesWhatItShouldAndOnlyThat) {
+  std::vector<Case> cases = command_line_cases();
+  for (auto more : {resume_cases(), augment_cases()})
+    cases.insert(cases.end(), more.begin(), more.end());
   for (const Case& c : cases) {
     const std::string got = broken(c);
     if (c.expected.empty()) {
