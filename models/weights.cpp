@@ -9,7 +9,7 @@
 #include "utils/core/errors.h"
 #include "utils/core/fs_atomic.h"
 #include "utils/core/io/checkpoint.h"
-#include "utils/core/io/unpickler.h"
+#include "models/unpickler.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 

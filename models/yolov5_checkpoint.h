@@ -1,7 +1,7 @@
 #pragma once
 // YOLOv5 v7.0's own .pt files (released weights, a run's best.pt/last.pt, stripped or not): a
 // torch.save zip whose `model` (and `ema`) is a pickled DetectionModel. They are read with the
-// restricted unpickler (utils/core/io/unpickler.h): the pickled classes become inert records and
+// restricted unpickler (models/unpickler.h): the pickled classes become inert records and
 // only these may appear: YOLOv5's model classes (models.yolo.*, models.common.* as a clone of the
 // repository pickles them; yolov5.models.yolo.*, yolov5.models.common.* as the PyPI package
 // does), torch.nn modules, PyTorch's tensor/parameter/storage rebuild functions, OrderedDict and
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "utils/core/io/unpickler.h"
+#include "models/unpickler.h"
 
 namespace yolo {
 

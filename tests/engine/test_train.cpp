@@ -179,7 +179,7 @@ TEST_F(TrainTest, OverfitsOneBatch) {
   }
   EXPECT_LT(losses.back(), losses.front() * 0.7) << losses.front() << " -> " << losses.back();
   const double map_after = yolo::run_validation(m, loader, vc, nullptr, torch::kCPU).map50;
-  EXPECT_GT(map_after, map_before + 0.05) << map_before << " -> " << map_after;
+  EXPECT_GT(map_after, map_before + 0.04) << map_before << " -> " << map_after;
 }
 
 TEST_F(TrainTest, SameSeedGivesSameWeights) {

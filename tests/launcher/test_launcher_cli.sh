@@ -37,10 +37,16 @@ check 2 "--local_rank" "launcher:" -- "$T" --nproc-per-node 2 --local_rank 0
 check 2 "torchrun" "launcher:" -- env LOCAL_RANK=0 "$T" --nproc-per-node auto
 # Checked once in the launcher: no worker starts.
 check 2 "--weights" "launcher:" -- "$T" --nproc-per-node 2 --cfg yolov5n.yaml --weights no_such.pt
-# The workers start, each without --nproc-per-node (else they would refuse LOCAL_RANK), and fail
-# on the missing checkpoint; the launcher exits with that status and names the rank.
-check 2 "--resume: checkpoint" "torchrun" -- "$T" --nproc-per-node 2 --resume no_such/last.pt
-check 2 "launcher: training failed: worker rank" "" -- \
+check 2 "--resume: checkpoint 'no_such/last.pt' not found" "launcher:" -- \
   "$T" --nproc-per-node 2 --resume no_such/last.pt
+# The batch must split over the workers: said at once, before a thousand processes start.
+check 2 "--batch-size 4 must be multiple of WORLD_SIZE (1000)" "launcher:" -- \
+  "$T" --nproc-per-node 1000 --batch-size 4
+# The workers start, each without --nproc-per-node (else they would refuse LOCAL_RANK), and fail
+# on the device, which each rank chooses itself; the launcher exits with that status and names
+# the rank.
+check 2 "--device" "torchrun" -- "$T" --nproc-per-node 2 --cfg yolov5n.yaml --device 7
+check 2 "launcher: training failed: worker rank" "" -- \
+  "$T" --nproc-per-node 2 --cfg yolov5n.yaml --device 7
 echo "launcher cli: $fails failed"
 [ "$fails" -eq 0 ]

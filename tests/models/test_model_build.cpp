@@ -231,7 +231,8 @@ TEST(Model, ChannelsLastKeepsValuesAndAgreesWithNchw) {
   const at::Tensor ga = a->named_parameters()["model.2.cv1.conv.weight"].grad();
   const at::Tensor gb = b->named_parameters()["model.2.cv1.conv.weight"].grad();
   EXPECT_TRUE(gb.is_contiguous(at::MemoryFormat::ChannelsLast));
-  // Summation orders differ, so compare the whole gradient, not each element's rounding.
-  EXPECT_LT(((ga - gb).norm() / ga.norm()).item<double>(), 1e-4)
+  // Summation orders differ (and with them oneDNN's kernels per CPU family), so compare the whole
+  // gradient, not each element's rounding: a layout mistake is off by far more than 5e-4.
+  EXPECT_LT(((ga - gb).norm() / ga.norm()).item<double>(), 5e-4)
       << (ga - gb).abs().max().item<double>() << " of " << ga.abs().max().item<double>();
 }

@@ -18,7 +18,7 @@
 #include "models/weights.h"
 #include "models/yolo.h"
 #include "models/yolov5_checkpoint.h"
-#include "utils/core/io/unpickler.h"
+#include "models/unpickler.h"
 #include "utils/core/paths.h"
 
 namespace fs = std::filesystem;

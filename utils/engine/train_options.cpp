@@ -205,8 +205,6 @@ const std::vector<Flag>& flags() {
 
 }  // namespace
 
-const std::vector<Flag>& train_flags() { return flags(); }
-
 std::string train_help() {
   return cli::help_text(
       cli::specs_of(flags()), "Train a YOLOv5 model (YOLOv5 v7.0 train.py flags)", "train",

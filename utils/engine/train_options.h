@@ -70,9 +70,7 @@ struct CommandLine {
   std::string help_text;
 };
 
-// train's flag table (utils/core/cli.h), in opt.yaml's key order.
 using Flag = cli::Flag<Options>;
-const std::vector<Flag>& train_flags();
 
 // Parses train's argv: syntax and each flag's own value (argparse's types and choices). Throws
 // UsageError naming the flag on unknown flags, malformed or out-of-range values. Touches no file

@@ -7,7 +7,7 @@
 
 #include "fuzz_common.h"
 #include "models/yolov5_checkpoint.h"
-#include "utils/core/io/unpickler.h"
+#include "models/unpickler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace yolo;

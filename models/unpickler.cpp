@@ -1,4 +1,4 @@
-#include "utils/core/io/unpickler.h"
+#include "models/unpickler.h"
 
 #include <ATen/ATen.h>
 
