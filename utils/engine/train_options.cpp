@@ -206,9 +206,8 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 std::string train_help() {
-  return cli::help_text(
-      cli::specs_of(flags()), "Train a YOLOv5 model (YOLOv5 v7.0 train.py flags)", "train",
-      "print the versions of LibTorch, CUDA, cuDNN, NCCL and the GPUs seen, and exit");
+  return cli::help_text(cli::specs_of(flags()), "Train a YOLOv5 model (YOLOv5 v7.0 train.py flags)",
+                        "train", version_help());
 }
 
 CommandLine parse_train_args(int argc, const char* const* argv) {
