@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <set>
 
+#include "models/unpickler.h"
 #include "utils/core/errors.h"
 #include "utils/core/fs_atomic.h"
 #include "utils/core/io/checkpoint.h"
-#include "models/unpickler.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 

@@ -15,10 +15,10 @@
 #include <map>
 #include <random>
 
+#include "models/unpickler.h"
 #include "models/weights.h"
 #include "models/yolo.h"
 #include "models/yolov5_checkpoint.h"
-#include "models/unpickler.h"
 #include "utils/core/paths.h"
 
 namespace fs = std::filesystem;

@@ -27,8 +27,6 @@ class TrainConfig {
   // One generation of --evolve: this configuration with `hyp_path`, trained into `run_dir`
   // (reused), validating only the final epoch and saving nothing.
   TrainConfig evolve_generation(const std::string& hyp_path, const std::string& run_dir) const;
-  // Drops the weights once loaded into the model (they are not needed after).
-  void release_weights() { weights_.reset(); }
 
  private:
   TrainConfig() = default;

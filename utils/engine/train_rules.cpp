@@ -2,7 +2,6 @@
 
 #include <torch/cuda.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <set>
 

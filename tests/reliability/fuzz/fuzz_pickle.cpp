@@ -6,8 +6,8 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "models/yolov5_checkpoint.h"
 #include "models/unpickler.h"
+#include "models/yolov5_checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace yolo;
