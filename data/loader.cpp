@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "utils/core/log.h"
+#include "utils/core/runtime/cuda_env.h"
 
 namespace yolo {
 namespace {
@@ -267,6 +268,7 @@ void DataLoader::cancel_jobs() {
 // A worker: claims the first unclaimed sample (current epoch first, then the prefetched one),
 // loads it outside the lock, and collates the batch when it finishes its last sample.
 void DataLoader::work() {
+  set_current_cuda_device(opt_.device);  // no-op for the CPU
   Pool& p = *pool_;
   const size_t bs = static_cast<size_t>(opt_.batch_size);
   auto claim = [&](std::shared_ptr<Job>& job, size_t& pos) {

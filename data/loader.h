@@ -10,6 +10,7 @@
 // prefetch_next_epoch is off), so batches are ready when validation, checkpointing and the epoch
 // boundary are over. At most `prefetch` batches (plus those in work) wait for the consumer.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <functional>
 #include <memory>
@@ -47,6 +48,9 @@ struct LoaderOptions {
   // true: images are float32 in 0..1. false: uint8 0..255 (4x smaller; divide on the device).
   bool float_images = true;
   bool pin_memory = false;  // page-locked batches for asynchronous copies to a GPU (CUDA only)
+  // The GPU the batches are for: the workers make it their current device, so that their pinned
+  // allocations open no CUDA context on another GPU (as PyTorch's pin-memory thread does).
+  c10::Device device = c10::kCPU;
   // Batches as recipes (YoloDataset::get_recipe): workers decode and draw the transforms, the
   // pixels are made on the device (data/device_augment).
   bool recipes = false;

@@ -130,6 +130,7 @@ class StepTimer : public yolo::Callback {
     total_.images += t.images - start_.images;
     total_.optimizer_steps += t.optimizer_steps - start_.optimizer_steps;
     total_.data += t.data - start_.data;
+    total_.transfer += t.transfer - start_.transfer;
     total_.forward += t.forward - start_.forward;
     total_.loss += t.loss - start_.loss;
     total_.backward += t.backward - start_.backward;
@@ -211,11 +212,13 @@ void report(const BenchArgs& a, const yolo::EpochTiming& t, const RunInfo& r) {
   std::printf("phases (%s; data wait is host time):\n", timing_name(r.timing));
   // YOLOv5's warmup (the first max(3 epochs, 100) batches) steps the optimizer more often than
   // the nominal batch of 64 does later, so short runs at small batches overstate optimizer+EMA.
-  const double other = s - t.data - t.forward - t.loss - t.backward - t.sync - t.optimizer;
+  const double other =
+      s - t.data - t.transfer - t.forward - t.loss - t.backward - t.sync - t.optimizer;
   const std::pair<const char*, double> phases[] = {
-      {"data wait", t.data},    {"forward", t.forward}, {"loss", t.loss},
-      {"backward", t.backward}, {"grad sync", t.sync},  {"optimizer+EMA", t.optimizer},
-      {"other", other}};
+      {"data wait", t.data},          {"to device", t.transfer},
+      {"forward", t.forward},         {"loss", t.loss},
+      {"backward", t.backward},       {"grad sync", t.sync},
+      {"optimizer+EMA", t.optimizer}, {"other", other}};
   for (const auto& [name, v] : phases) {
     std::printf("  %-14s %8.3f s %6.1f %%\n", name, v, 100.0 * v / s);
   }

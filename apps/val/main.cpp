@@ -123,6 +123,7 @@ int run(int argc, char** argv) {
   lo.float_images = false;               // bytes travel; images_to_device converts them there
   lo.pin_memory = dev.device.is_cuda();  // so that the copies do not wait for the device
   lo.prefetch_next_epoch = false;        // one pass: nothing to load ahead for
+  lo.device = dev.device;                // the workers' current GPU, for their pinned memory
   yolo::DataLoader loader(ds, lo);
 
   yolo::ValConfig cfg;

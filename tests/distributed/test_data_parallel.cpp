@@ -100,3 +100,29 @@ TEST(DataParallel, ReplicaThreadsRunUnderTheCallersAutocast) {
         << "level " << l << " max diff " << (a - b).abs().max().item<double>();
   }
 }
+
+// Replicas are laid out as the master (channels-last on a GPU), so that the per-step weight copies
+// and the gathered gradients move bytes without reordering them.
+TEST(DataParallel, ReplicasAndTheirGradientsTakeTheMastersLayout) {
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  yolo::DetectionModel master = tiny_model(1);
+  yolo::to_channels_last(*master);
+  master->train();
+  yolo::DataParallel dp(master, {torch::kCPU, torch::kCPU});
+  torch::manual_seed(5);
+  std::vector<torch::Tensor> w;
+  weighted_sum(dp.forward(torch::rand({4, 3, 64, 64}).contiguous(cl)), w).backward();
+  int checked = 0;
+  for (const auto& p : dp.replica(0)->parameters()) {
+    if (p.dim() != 4) continue;
+    EXPECT_TRUE(p.is_contiguous(cl));
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_TRUE(p.grad().is_contiguous(cl));
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  dp.reduce_grads();
+  for (const auto& p : master->parameters()) {
+    if (p.dim() == 4) EXPECT_TRUE(p.grad().is_contiguous(cl));
+  }
+}

@@ -123,3 +123,22 @@ TEST(SyncBatchNorm, ForwardAndBackwardReadNothingBackToTheHost) {
   ASSERT_NO_THROW(y.sum().backward());
   EXPECT_EQ(x.grad().sizes(), x.sizes());
 }
+
+// A channels-last model's gradients stay channels-last through SyncBatchNorm's backward: no layer
+// turns them to NCHW and the next one back.
+TEST(SyncBatchNorm, ChannelsLastGradientsKeepTheirLayout) {
+  Pair p = make_pair(4);
+  torch::manual_seed(2);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  const torch::Tensor x = torch::rand({2, 4, 6, 6}).contiguous(cl).requires_grad_();
+  const torch::Tensor xr = x.detach().clone().requires_grad_();
+  bool grad_channels_last = false;
+  x.register_hook([&](const torch::Tensor& g) { grad_channels_last = g.is_contiguous(cl); });
+  const torch::Tensor y = p.sync->forward(x);
+  EXPECT_TRUE(y.is_contiguous(cl));
+  const torch::Tensor w = torch::randn(y.sizes()).contiguous(cl);  // as a channels-last conv's
+  (y * w).sum().backward();
+  (p.bn->forward(xr) * w).sum().backward();
+  EXPECT_TRUE(grad_channels_last) << "the input gradient came back NCHW";
+  EXPECT_LT(max_diff(x.grad(), xr.grad()), 1e-5);
+}

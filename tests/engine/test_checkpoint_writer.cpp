@@ -2,7 +2,9 @@
 // the next steps cannot change; flush and the destructor wait for them; a failed write surfaces
 // on the caller's next call naming the file; save() does not wait for a running write. The slow
 // writes are sinks held on a gate, so the tests assert order and state, never durations.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "utils/core/fs_atomic.h"
 #include "utils/core/io/checkpoint.h"
 #include "utils/core/paths.h"
+#include "utils/core/runtime/cuda_env.h"
 #include "utils/engine/checkpoint_writer.h"
 #include "utils/engine/optim.h"
 #include "utils/engine/train_callbacks.h"
@@ -321,4 +324,61 @@ TEST_F(CheckpointWriterTest, CheckpointerWaitsAtAStopAndAtTheEnd) {
     EXPECT_EQ(c.epoch, 1) << f;
     EXPECT_FALSE(c.has_optimizer()) << f << " was not stripped after its write";
   }
+}
+
+// On a GPU the snapshot is a copy queued on the stream: the file holds the values the weights had
+// when save() was called, although a long kernel was still producing them then and an in-place
+// update was queued right after.
+TEST_F(CheckpointWriterTest, CudaFileHoldsTheValuesAtSaveTimeDespiteALongKernelAndAnUpdate) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  State s;
+  s.model->to(cuda);
+  s.ema->to(cuda);
+  const at::Tensor big = torch::rand({4096, 4096}, cuda);
+  torch::cuda::synchronize();
+  at::Tensor p = s.ema->parameters().front();
+  at::Tensor at_save;
+  {
+    torch::NoGradGuard no_grad;
+    at::Tensor x = big;
+    for (int k = 0; k < 16; ++k) x = torch::mm(x, big).div_(4096);  // tens of ms of GPU work
+    p.add_(x.mean());
+    at_save = p.clone();  // queued after the add, before the update: the value at save time
+  }
+  yolo::CheckpointWriter w;
+  w.save(s.checkpoint(), {path("gpu.pt")});
+  {
+    torch::NoGradGuard no_grad;
+    p.add_(1);
+  }
+  w.flush();
+  const yolo::Checkpoint back = yolo::load_checkpoint(path("gpu.pt"));
+  const at::Tensor saved = back.model.at(s.ema->named_parameters().begin()->key());
+  EXPECT_TRUE(torch::equal(saved, at_save.cpu()));
+  EXPECT_FALSE(torch::equal(saved, p.detach().cpu()));
+}
+
+// The writer thread makes the state's GPU its current device, so that its event queries and the
+// release of the pinned copies open no CUDA context on GPU 0 (a second GPU shows it).
+TEST_F(CheckpointWriterTest, CudaWriterThreadWorksOnTheStatesDevice) {
+  if (!torch::cuda::is_available() || torch::cuda::device_count() < 2) {
+    GTEST_SKIP() << "needs 2 CUDA devices";
+  }
+  const torch::Device gpu1(torch::kCUDA, 1);
+  yolo::set_current_cuda_device(gpu1);
+  State s;
+  s.model->to(gpu1);
+  s.ema->to(gpu1);
+  int seen = -1;
+  {
+    yolo::CheckpointWriter w([&](const std::string& file, const std::string& bytes) {
+      seen = c10::impl::getDeviceGuardImpl(c10::kCUDA)->getDevice().index();
+      yolo::write_file_atomic(file, bytes);
+    });
+    w.save(s.checkpoint(), {path("gpu1.pt")});
+    w.flush();
+  }
+  yolo::set_current_cuda_device(torch::Device(torch::kCUDA, 0));
+  EXPECT_EQ(seen, 1);
 }

@@ -6,12 +6,18 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "data/dataset.h"
 #include "data/dataset_config.h"
+#include "data/loader.h"
 #include "data/shapes_dataset.h"
 #include "models/yolo.h"
 #include "utils/core/errors.h"
@@ -434,4 +440,108 @@ TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
     FAIL() << "a step synchronised with the GPU: " << e.what();
   }
   EXPECT_TRUE(w->checked);
+}
+
+namespace {
+
+// The run's own batches, with a NaN box centre in the targets of the steps `poisoned` picks
+// (counted over the run): that step's loss is not finite while the forward pass, and so
+// BatchNorm's statistics, stay finite, as when a float16 loss overflows. No validation.
+void poison_steps(yolo::TrainSetup& s, std::function<bool(int64_t)> poisoned) {
+  yolo::DataLoader* loader = s.train_loader.get();
+  s.val_loader.reset();
+  struct Position {
+    int64_t epoch = -1, step = 0;
+    bool in_epoch = false;
+  };
+  auto at = std::make_shared<Position>();
+  s.batch_source = [loader, at, poisoned]() -> std::optional<yolo::Batch> {
+    if (!at->in_epoch) loader->start_epoch(++at->epoch);
+    at->in_epoch = true;
+    std::optional<yolo::Batch> b = loader->next();
+    if (!b) {
+      at->in_epoch = false;
+      return b;
+    }
+    if (poisoned(at->step++) && b->targets.size(0) > 0) {
+      b->targets.select(1, 2).fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    return b;
+  };
+}
+
+class EpochLosses : public yolo::Callback {
+ public:
+  explicit EpochLosses(std::vector<std::array<double, 3>>& out) : out_(out) {}
+  void on_fit_epoch_end(const yolo::EpochReport& r) override { out_.push_back(r.train_loss); }
+
+ private:
+  std::vector<std::array<double, 3>>& out_;
+};
+
+bool all_finite(const yolo::DetectionModel& m) {
+  for (const auto& p : m->parameters()) {
+    if (!torch::isfinite(p).all().item<bool>()) return false;
+  }
+  return true;
+}
+
+std::string fit_error(yolo::Trainer& trainer) {
+  try {
+    trainer.fit();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// One overflowed step under AMP on `device`: the scaler skips it and training goes on with
+// finite weights and a finite epoch loss.
+void expect_nonfinite_step_skipped(yolo::Options o) {
+  yolo::TrainSetup s = yolo::set_up_training(yolo::resolve(o));
+  s.amp = true;  // on the CPU: the scaler without autocast, the same skip on the host
+  poison_steps(s, [](int64_t step) { return step == 3; });
+  yolo::Trainer trainer(std::move(s));
+  std::vector<std::array<double, 3>> losses;
+  trainer.add_callback(std::make_unique<EpochLosses>(losses));
+  const std::string error = fit_error(trainer);
+  EXPECT_EQ(error, "") << "one non-finite step ended the run";
+  ASSERT_EQ(losses.size(), 1u);
+  for (double l : losses[0]) EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
+  EXPECT_TRUE(all_finite(trainer.setup().model)) << "the non-finite step reached the weights";
+}
+
+}  // namespace
+
+TEST_F(TrainTest, NonFiniteStepUnderAmpIsSkippedAndTrainingGoesOn) {
+  expect_nonfinite_step_skipped(options("amp_skip", 1));
+}
+
+TEST_F(TrainTest, CudaNonFiniteStepUnderAmpIsSkippedAndTrainingGoesOn) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  yolo::Options o = options("amp_skip_cuda", 1);
+  o.device = "0";
+  expect_nonfinite_step_skipped(o);
+}
+
+// Under AMP the run ends once the loss has been non-finite for 16 batches in a row (over epoch
+// boundaries), naming where; without AMP nothing skips the step, so the first one ends it.
+TEST_F(TrainTest, LossThatStaysNonFiniteEndsTheRun) {
+  yolo::TrainSetup s = yolo::set_up_training(yolo::resolve(options("amp_nonfinite", 3)));
+  s.amp = true;
+  poison_steps(s, [](int64_t step) { return step >= 2; });
+  yolo::Trainer amp(std::move(s));
+  const std::string error = fit_error(amp);
+  EXPECT_NE(error.find("the training loss is not finite at epoch 2, batch 1 (16 batches in a row"),
+            std::string::npos)
+      << error;
+
+  yolo::TrainSetup plain = yolo::set_up_training(yolo::resolve(options("plain_nonfinite", 1)));
+  ASSERT_FALSE(plain.amp);
+  poison_steps(plain, [](int64_t step) { return step == 3; });
+  yolo::Trainer trainer(std::move(plain));
+  const std::string first = fit_error(trainer);
+  EXPECT_NE(first.find("the training loss is not finite at epoch 0, batch 3 (check the data"),
+            std::string::npos)
+      << first;
 }

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <cstdio>
+
+#include "utils/core/runtime/cuda_env.h"
 #include "utils/eval/boxes.h"
 #include "utils/eval/nms.h"
 
@@ -236,4 +240,77 @@ TEST(Nms, BatchedHalfInputAndEmpty) {
     EXPECT_EQ(yolo::non_max_suppression_batched(torch::zeros({2, 0, 7}), o, device_schedule).size(),
               2);
   }
+}
+
+// A batch's candidates are ranked a chunk of images at a time to bound the device's peak memory:
+// any chunk size gives the rows of the whole batch at once.
+TEST(Nms, DeviceScheduleInChunksKeepsTheSameRows) {
+  torch::manual_seed(8);
+  NmsOptions o;
+  o.conf_thres = 0.001;
+  o.iou_thres = 0.6;
+  o.multi_label = true;
+  const int64_t bs = 5, n = 1200, nc = 3;
+  const torch::Tensor p = random_predictions(bs, n, nc, true);
+  p[2].select(1, 4).mul_(1e-4);  // an image with few or no candidates
+  const yolo::BatchDetections whole = yolo::non_max_suppression_batched(p, o, true);
+  for (const int64_t images : {1, 2, 4}) {
+    NmsOptions chunked = o;
+    chunked.max_chunk_elements = images * n * nc;
+    const yolo::BatchDetections got = yolo::non_max_suppression_batched(p, chunked, true);
+    EXPECT_EQ(got.counts, whole.counts) << images << " images per chunk";
+    EXPECT_TRUE(torch::equal(got.kept, whole.kept)) << images << " images per chunk";
+  }
+  NmsOptions tiny = o;
+  tiny.max_chunk_elements = 1;  // below one image: one image per chunk
+  EXPECT_TRUE(torch::equal(yolo::non_max_suppression_batched(p, tiny, true).kept, whole.kept));
+}
+
+// float16 predictions (detect --half) keep each class apart: the class offset (7680 per class)
+// is added in float32, where in float16 class 9's and above overflow to inf and no box of theirs
+// could suppress another.
+TEST(Nms, Float16PredictionsSuppressWithinEachClass) {
+  std::vector<float> c10(12, 0.0f), c11(12, 0.0f);
+  c10[10] = 0.9f;
+  c11[11] = 0.9f;
+  const torch::Tensor p = preds({row(100, 100, 40, 40, 0.9f, c10), row(102, 101, 40, 40, 0.8f, c10),
+                                 row(100, 100, 40, 40, 0.7f, c11)})
+                              .to(torch::kHalf);
+  NmsOptions o;
+  const std::vector<torch::Tensor> out = yolo::non_max_suppression(p, o);
+  ASSERT_EQ(out[0].size(0), 2) << "one box per class";
+  EXPECT_EQ(out[0][0][5].item<float>(), 10.0f);
+  EXPECT_EQ(out[0][1][5].item<float>(), 11.0f);
+  EXPECT_EQ(yolo::non_max_suppression_batched(p, o, true).counts, std::vector<int64_t>{2});
+}
+
+// The device schedule on a GPU keeps the CPU's per-image rows, and a validation batch at 640 px
+// (64 images x 25200 boxes x 80 classes, multi-label) needs well under the ~2.5 GiB its score
+// tables would take at once.
+TEST(Nms, CudaBatchedEqualsTheCpuRowsWithABoundedPeak) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  torch::manual_seed(9);
+  NmsOptions o;
+  o.conf_thres = 0.001;
+  o.iou_thres = 0.6;
+  o.multi_label = true;
+  const torch::Tensor p = random_predictions(6, 3000, 5, true);
+  NmsOptions stable = o;
+  stable.stable_ties = true;
+  const std::vector<torch::Tensor> want = yolo::non_max_suppression(p, stable);
+  const yolo::BatchDetections got = yolo::non_max_suppression_batched(p.to(cuda), o);
+  for (int64_t i = 0; i < 6; ++i) {
+    ASSERT_EQ(got.image(i).sizes(), want[i].sizes()) << "image " << i;
+    EXPECT_TRUE(torch::allclose(got.image(i), want[i], 1e-6, 1e-6)) << "image " << i;
+  }
+  const torch::Tensor big = torch::rand({64, 25200, 85}, cuda);
+  const double input_gib = static_cast<double>(big.nbytes()) / (1 << 30);
+  torch::cuda::synchronize();
+  yolo::cuda_reset_peak_memory(cuda);
+  const yolo::BatchDetections kept = yolo::non_max_suppression_batched(big, o);
+  const double extra = yolo::cuda_peak_allocated_gib(cuda) - input_gib;
+  std::printf("device NMS of (64, 25200, 85): %.2f GiB above its input\n", extra);
+  EXPECT_EQ(kept.size(), 64);
+  EXPECT_LT(extra, 1.25);
 }

@@ -18,8 +18,18 @@ DataParallel::DataParallel(DetectionModel master, std::vector<torch::Device> dev
   for (size_t i = 1; i < devices_.size(); ++i) {
     DetectionModel r(master_->spec());
     r->to(devices_[i]);
+    State state{r->parameters(), r->buffers()};
+    // The master's layout (channels-last on a GPU): the per-step copies of weights and gradients
+    // between them then move bytes without reordering them.
+    auto like_master = [&](std::vector<torch::Tensor>& mine, const std::vector<torch::Tensor>& m) {
+      for (size_t k = 0; k < mine.size(); ++k) {
+        mine[k].set_data(torch::empty_like(m[k], mine[k].options(), at::MemoryFormat::Preserve));
+      }
+    };
+    like_master(state.params, master_state_.params);
+    like_master(state.buffers, master_state_.buffers);
     replicas_.push_back(r);
-    replica_state_.push_back({r->parameters(), r->buffers()});
+    replica_state_.push_back(std::move(state));
   }
 }
 

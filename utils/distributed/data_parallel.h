@@ -23,6 +23,8 @@ class DataParallel {
   // Adds the replicas' accumulated gradients to the master's parameters and clears them.
   void reduce_grads();
   size_t num_devices() const { return devices_.size(); }
+  // The replica on devices_[i + 1].
+  const DetectionModel& replica(size_t i) const { return replicas_.at(i); }
 
  private:
   void sync_replicas();

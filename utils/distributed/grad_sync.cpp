@@ -129,7 +129,7 @@ void GradSync::finish() {
     b.work->wait();
     b.work.reset();
   }
-  stats_.wait_seconds += wait.seconds();
+  if (!buckets_.empty() && buckets_.front().flat.is_cpu()) stats_.wait_seconds += wait.seconds();
   const double inv = 1.0 / pg_->size();
   std::vector<at::Tensor> grads, averages;  // one multi-tensor copy instead of one per parameter
   for (auto& b : buckets_) {

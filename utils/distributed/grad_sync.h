@@ -14,9 +14,12 @@
 namespace yolo {
 
 struct GradSyncStats {
-  double wait_seconds = 0;  // time finish() blocked on unfinished all-reduces
-  int64_t syncs = 0;        // finish() calls that reduced
-  int64_t bytes = 0;        // gradient bytes reduced per sync
+  // Host time finish() blocked on unfinished all-reduces of CPU gradients (Gloo). Not measured
+  // for CUDA gradients: there the wait only queues the all-reduce's end on the current stream, so
+  // host time says nothing (the Trainer's phase clock times it on the GPU).
+  double wait_seconds = 0;
+  int64_t syncs = 0;  // finish() calls that reduced
+  int64_t bytes = 0;  // gradient bytes reduced per sync
 };
 
 class GradSync {

@@ -61,7 +61,8 @@ struct SyncBNFunction : public torch::autograd::Function<SyncBNFunction> {
     auto* pg =
         reinterpret_cast<ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["pg"].toInt()));
     const auto compute = mean.scalar_type();
-    const at::Tensor dy = grad_out[0].contiguous().to(compute);
+    // In x's layout: a channels-last model's gradients stay channels-last (no copy each way).
+    const at::Tensor dy = grad_out[0].contiguous(x.suggest_memory_format()).to(compute);
     const int64_t c = x.size(1);
     const at::Tensor xmu = x.to(compute) - per_channel(mean);
     const at::Tensor sum_dy = dy.sum(kReduceDims, false, torch::kDouble);

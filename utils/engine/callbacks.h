@@ -29,11 +29,14 @@ struct BatchEvent {
 
 // Where one epoch's time went on this rank, in seconds. `data` is host time waiting for batches;
 // the step's phases are the Trainer's PhaseClock: host time on the CPU, GPU time between events
-// on CUDA (summed when the epoch ends, so they lag while it runs).
+// on CUDA (summed as the GPU passes them and when the epoch ends, so they lag while it runs).
+// `transfer` is the batch's way onto the device: the copy, uint8 to float, --augment-device
+// rendering and the multi-scale resize.
 struct EpochTiming {
   int64_t images = 0;  // this rank's while the epoch runs, all ranks' at its end
   int64_t optimizer_steps = 0;
-  double seconds = 0, data = 0, forward = 0, loss = 0, backward = 0, optimizer = 0, sync = 0;
+  double seconds = 0, data = 0, transfer = 0, forward = 0, loss = 0, backward = 0, optimizer = 0,
+         sync = 0;
   bool distributed = false;
 };
 

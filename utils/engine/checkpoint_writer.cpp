@@ -1,6 +1,7 @@
 #include "utils/engine/checkpoint_writer.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pthread.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "utils/core/fs_atomic.h"
@@ -21,6 +23,10 @@ struct CheckpointWriter::Job {
   Checkpoint ckpt;  // host tensors only
   std::vector<std::string> paths;
   std::vector<c10::Event> ready;  // one per device: its host copies are done
+  // The device the copies came from, current on the writer thread while it handles the job: a
+  // CUDA call from a thread with no current device opens a context on GPU 0 (with --device 1 or
+  // on DDP ranks other than 0, one more context on GPU 0 for every process).
+  std::optional<c10::Device> device;
 };
 
 namespace {
@@ -61,6 +67,12 @@ class Snapshot {
 
   c10::IValue value(const c10::IValue& v) {
     return map_tensors(v, [this](const at::Tensor& t) { return tensor(t); });
+  }
+
+  // The first device the copies came from (none for a CPU state).
+  std::optional<c10::Device> device() const {
+    if (devices_.empty()) return std::nullopt;
+    return devices_.front();
   }
 
   // Marks, on each device's current stream, the point after its copies.
@@ -152,6 +164,7 @@ void CheckpointWriter::save(const Checkpoint& ckpt, std::vector<std::string> pat
   job->ckpt.hyp = ckpt.hyp;
   job->ckpt.date = ckpt.date.empty() ? now_iso8601() : ckpt.date;  // the time of the state
   job->ready = snap.record();
+  job->device = snap.device();
   job->paths = std::move(paths);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -187,12 +200,16 @@ void CheckpointWriter::run() {
     lk.unlock();
     cv_.notify_all();  // room for the next save
     std::exception_ptr err;
-    try {
-      write_job(sink_, job->ckpt, job->paths, job->ready);
-    } catch (...) {
-      err = std::current_exception();
+    {
+      c10::OptionalDeviceGuard device;
+      try {
+        if (job->device) device.reset_device(*job->device);
+        write_job(sink_, job->ckpt, job->paths, job->ready);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      job.reset();  // pinned copies go back to their device's allocator under the same device
     }
-    job.reset();
     std::deque<std::unique_ptr<Job>> dropped;
     lk.lock();
     busy_ = false;

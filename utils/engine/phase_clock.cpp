@@ -21,11 +21,29 @@ struct PhaseClock::Impl {
   // Phase boundaries not yet summed: the event that ends a phase and where its time goes. The
   // first event of each step has no phase.
   std::vector<std::pair<std::shared_ptr<at::cuda::CUDAEvent>, double*>> pending;
+  static constexpr size_t kCollectAfter = 512;  // boundaries before a step's start sums done ones
   std::shared_ptr<at::cuda::CUDAEvent> record() {
     c10::cuda::CUDAGuard guard(device);
     auto e = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);
     e->record();
     return e;
+  }
+  // Adds each pending interval to its phase, in order: with `wait`, all of them (waiting for the
+  // GPU to reach them); else only those whose end the GPU has passed (event queries, no wait).
+  // The last boundary summed stays as the start of the next interval.
+  void collect(bool wait) {
+    size_t k = 1;
+    for (; k < pending.size(); ++k) {
+      auto& [event, phase] = pending[k];
+      if (wait) {
+        event->synchronize();
+      } else if (!event->query()) {
+        break;
+      }
+      // A step's start has no phase: the previous step ended before it.
+      if (phase != nullptr) *phase += pending[k - 1].first->elapsed_time(*event) / 1000.0;
+    }
+    pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(k - 1));
   }
 #endif
   explicit Impl(const c10::Device& d) : device(d) {}
@@ -56,7 +74,8 @@ void PhaseClock::start() {
 #ifdef YOLO_WITH_CUDA
   if (mode_ == Mode::kEvents) {
     impl_->pending.emplace_back(impl_->record(), nullptr);
-    if (impl_->pending.size() > 4096) flush();  // long epochs: bounded memory
+    // Long epochs: bounded memory from the boundaries the GPU has passed, never a wait for it.
+    if (impl_->pending.size() > Impl::kCollectAfter) impl_->collect(/*wait=*/false);
     return;
   }
   if (mode_ == Mode::kSync) c10::cuda::device_synchronize();
@@ -78,15 +97,15 @@ void PhaseClock::lap(double* phase) {
 
 void PhaseClock::flush() {
 #ifdef YOLO_WITH_CUDA
-  auto& p = impl_->pending;
-  for (size_t k = 1; k < p.size(); ++k) {
-    if (p[k].second == nullptr) continue;  // a step's start: the previous step ended before it
-    p[k].first->synchronize();
-    *p[k].second += p[k - 1].first->elapsed_time(*p[k].first) / 1000.0;
-  }
-  // Keep the last boundary: a phase may still end after it.
-  if (!p.empty()) p.erase(p.begin(), p.end() - 1);
-  if (!p.empty() && p.back().second != nullptr) p.back().second = nullptr;
+  impl_->collect(/*wait=*/true);
+#endif
+}
+
+size_t PhaseClock::pending() const {
+#ifdef YOLO_WITH_CUDA
+  return impl_->pending.size();
+#else
+  return 0;
 #endif
 }
 

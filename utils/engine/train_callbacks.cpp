@@ -54,9 +54,9 @@ void ProgressLog::on_train_epoch_end(int epoch, const EpochTiming& t) {
   const auto f1 = [](double v) { return format_number("%.1f", v); };
   log_info(
       "  " + std::to_string(t.images) + " images in " + f1(t.seconds) + " s (" +
-      f1(t.images / std::max(t.seconds, 1e-9)) + " img/s): data " + f1(t.data) +
-      " s, forward+loss " + f1(t.forward + t.loss) + " s, backward " + f1(t.backward) +
-      " s, optimizer+EMA " + f1(t.optimizer) + " s" +
+      f1(t.images / std::max(t.seconds, 1e-9)) + " img/s): data " + f1(t.data) + " s, to device " +
+      f1(t.transfer) + " s, forward+loss " + f1(t.forward + t.loss) + " s, backward " +
+      f1(t.backward) + " s, optimizer+EMA " + f1(t.optimizer) + " s" +
       (t.distributed ? ", all-reduce wait " + format_number("%.2f", t.sync) + " s (rank 0)" : ""));
 }
 

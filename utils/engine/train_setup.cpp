@@ -255,6 +255,7 @@ void build_loaders(TrainSetup& s) {
   tl.rank = std::max(s.dist.rank(), 0);
   tl.workers = s.threads.workers;
   tl.pin_memory = s.dev.device.is_cuda();  // as YOLOv5's loader: copies overlap the GPU's work
+  tl.device = s.dev.device;
   tl.float_images = false;  // bytes to the device (a quarter of float32's), converted there
   tl.recipes = s.augment_on_device;
   tl.shuffle = !opt.rect;

@@ -66,6 +66,7 @@ Trainer::Trainer(TrainSetup setup, std::optional<PhaseClock::Mode> timing)
     : s_(std::move(setup)),
       scaler_(s_.amp),
       clock_(timing.value_or(PhaseClock::default_mode(s_.dev.device)), s_.dev.device),
+      running_loss_(s_.dev.device),
       last_opt_step_(s_.resume.last_opt_step),
       best_fitness_(s_.resume.best_fitness),
       maps_(s_.nc, 0.0),
@@ -133,9 +134,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
   resample_images(epoch);
   if (!s_.batch_source) s_.train_loader->start_epoch(epoch);
   const torch::Device device = s_.dev.device;
-  // The running mean stays on the device; the host sees a copy every loss_read_interval steps.
-  at::Tensor mloss = torch::zeros({3}, torch::TensorOptions(torch::kFloat32).device(device));
-  at::Tensor mloss_host = torch::zeros({3});
+  running_loss_.start_epoch();
   stepper_->zero_grad();
   callbacks_.train_epoch_start(epoch);
   EpochTiming timing;
@@ -149,13 +148,14 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     timing.data += data_clock.seconds();
     if (!batch) break;
     const int64_t ni = i + nb_ * epoch;
+    clock_.start();
     // uint8 travels, float arrives; with --augment-device cuda the batch is rendered there
     at::Tensor imgs = batch_images_to_device(*batch, device);
     const at::Tensor targets = batch->targets.to(device, true);
     timing.images += imgs.size(0);
     if (ni <= nw_) warmup(ni, epoch);
     if (s_.loop.multi_scale) imgs = multi_scale(imgs, ni);
-    clock_.start();
+    clock_.lap(&timing.transfer);
     const bool stepping = ni - last_opt_step_ >= accumulate_;
     if (s_.grad_sync) s_.grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
     if (!s_.ddp_buffers.empty()) broadcast_coalesced(*s_.dist.group(), s_.ddp_buffers, 0);
@@ -172,12 +172,12 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     scaler_.scale(world > 1 ? loss.loss * world : loss.loss).backward();
     clock_.lap(&timing.backward);
     if (stepping) optimizer_step(ni, timing);
-    mloss = (mloss * i + loss.items.detach()) / (i + 1);
+    running_loss_.add(loss.items);
     const bool read = (i + 1) % s_.loop.loss_read_interval == 0 || i + 1 >= nb_;
-    if (read) mloss_host = mloss.cpu();  // the only read back from the device
+    if (read) running_loss_.read();  // the only read back from the device
     callbacks_.train_batch_end({epoch, s_.loop.epochs, i, nb_, ni, &imgs, &targets, &batch->paths,
-                                &mloss_host, cuda_memory_reserved_gb(device), &timing});
-    check_stop(epoch, i, read, mloss_host);
+                                &running_loss_.mean(), cuda_memory_reserved_gb(device), &timing});
+    check_stop(epoch, i, read);
   }
   clock_.flush();
   // No epoch follows the last: the workers would prefetch one beside the final validation.
@@ -185,8 +185,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
   timing.images *= world;
   timing.seconds = epoch_clock.seconds();
   callbacks_.train_epoch_end(epoch, timing);
-  const float* m = mloss_host.data_ptr<float>();
-  return {m[0], m[1], m[2]};
+  return {running_loss_.epoch_mean(0), running_loss_.epoch_mean(1), running_loss_.epoch_mean(2)};
 }
 
 // --image-weights: sample images by the classes the model is worst at.
@@ -249,11 +248,14 @@ void Trainer::optimizer_step(int64_t ni, EpochTiming& t) {
   ++t.optimizer_steps;
 }
 
-// A requested stop or a non-finite loss ends the run at the same step on every rank. Ranks vote
-// only on the steps that read the loss, which are the same steps on every rank.
-void Trainer::check_stop(int epoch, int64_t i, bool read, const at::Tensor& mean_loss) {
+// A requested stop or a loss that stays non-finite ends the run at the same step on every rank.
+// Ranks vote only on the steps that read the loss, which are the same steps on every rank. Under
+// AMP the gradient scaler skips a step whose loss overflowed, as YOLOv5's does, and training goes
+// on; without it the weights took the step, so the first non-finite loss ends the run.
+void Trainer::check_stop(int epoch, int64_t i, bool read) {
   bool stop_now = stop_requested();
-  bool nonfinite = read && !std::isfinite(mean_loss.sum().item<double>());
+  const int64_t limit = scaler_.enabled() ? kNonFiniteStepsToStop : 1;
+  bool nonfinite = read && running_loss_.nonfinite_run() >= limit;
   if (s_.dist.active()) {
     if (!read) return;
     at::Tensor flags = torch::tensor({stop_now ? 1.0 : 0.0, nonfinite ? 1.0 : 0.0},
@@ -272,9 +274,12 @@ void Trainer::check_stop(int epoch, int64_t i, bool read, const at::Tensor& mean
                               std::to_string(i) + "; resume with --resume " + s_.paths.last);
   }
   if (nonfinite) {
-    throw std::runtime_error("the training loss is not finite at epoch " + std::to_string(epoch) +
-                             ", batch " + std::to_string(i) +
-                             " (check the data and learning rate)");
+    const int64_t run = running_loss_.nonfinite_run();
+    throw std::runtime_error(
+        "the training loss is not finite at epoch " + std::to_string(epoch) + ", batch " +
+        std::to_string(i) + " (" +
+        (run > 1 ? std::to_string(run) + " batches in a row; " : std::string()) +
+        "check the data and learning rate)");
   }
 }
 

@@ -12,12 +12,18 @@
 #include "utils/engine/callbacks.h"
 #include "utils/engine/optimizer_step.h"
 #include "utils/engine/phase_clock.h"
+#include "utils/engine/running_loss.h"
 #include "utils/engine/train.h"
 #include "utils/engine/train_setup.h"
 
 namespace yolo {
 
 struct Checkpoint;
+
+// Under AMP, the batches in a row with a non-finite loss (each skipped by the gradient scaler)
+// that end the run: by then the scale has halved from 2^16 to 1, so the overflow is not one
+// that loss scaling causes or cures.
+constexpr int64_t kNonFiniteStepsToStop = 16;
 
 // YOLOv5's EarlyStopping: stop after `patience` epochs without a fitness improvement.
 class EarlyStopping {
@@ -52,7 +58,7 @@ class Trainer {
   void warmup(int64_t ni, int epoch);
   at::Tensor multi_scale(const at::Tensor& imgs, int64_t ni) const;
   void optimizer_step(int64_t ni, EpochTiming& t);
-  void check_stop(int epoch, int64_t i, bool read, const at::Tensor& mean_loss);
+  void check_stop(int epoch, int64_t i, bool read);
   std::array<double, 3> step_lr(int epoch);
   void validate(EpochReport& r);
   void decide_best(EpochReport& r);
@@ -68,6 +74,7 @@ class Trainer {
   GradScaler scaler_;
   std::unique_ptr<OptimizerStep> stepper_;
   PhaseClock clock_;
+  RunningLoss running_loss_;
   std::vector<at::Tensor> params_;
   int64_t nb_ = 0, nw_ = 0;  // batches per epoch, warmup batches
   int accumulate_ = 1;

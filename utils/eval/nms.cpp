@@ -91,6 +91,25 @@ Candidates candidates(const at::Tensor& prediction, const NmsOptions& opt) {
   return c;
 }
 
+// candidates() a chunk of images at a time, so that the (images, boxes x classes) score tables
+// stay within opt.max_chunk_elements, then the chunks' rankings side by side: each image's
+// ranking is its own, so the result is the same.
+Candidates chunked_candidates(const at::Tensor& prediction, const NmsOptions& opt) {
+  const int64_t bs = prediction.size(0);
+  const int64_t per_image = std::max<int64_t>(1, prediction.size(1) * (prediction.size(2) - 5));
+  const int64_t chunk = std::max<int64_t>(1, opt.max_chunk_elements / per_image);
+  if (chunk >= bs) return candidates(prediction, opt);
+  std::vector<at::Tensor> boxes, conf, cls, valid;
+  for (int64_t b = 0; b < bs; b += chunk) {
+    const Candidates c = candidates(prediction.slice(0, b, std::min(bs, b + chunk)), opt);
+    boxes.push_back(c.boxes);
+    conf.push_back(c.conf);
+    cls.push_back(c.cls);
+    valid.push_back(c.valid);
+  }
+  return {torch::cat(boxes), torch::cat(conf), torch::cat(cls), torch::cat(valid)};
+}
+
 // Greedy NMS of every image's ranked candidates at once. Round t keeps each image's first live
 // candidate, which is its t-th kept box, and kills the live ones overlapping it above iou_thres:
 // the sequential greedy pass's answer in max_det rounds of (bs, k) tensor ops, with the IoU
@@ -223,11 +242,14 @@ std::vector<at::Tensor> non_max_suppression(const at::Tensor& prediction, const 
                         : x.select(1, 4).argsort(0, /*descending=*/true);
     if (n > kMaxNms) order = order.slice(0, 0, kMaxNms);
     x = x.index({order});
-    const at::Tensor offset = x.slice(1, 5, 6) * (opt.agnostic ? 0.0 : kMaxWh);
+    // In float32: float16's largest value (65504) is below class 9's offset.
+    const at::Tensor offset = x.slice(1, 5, 6).to(torch::kFloat) * (opt.agnostic ? 0.0 : kMaxWh);
     // With stable ties nms() gets the ranks as scores, so that its own sort keeps this order.
-    const at::Tensor scores =
-        opt.stable_ties ? -torch::arange(x.size(0), x.options()) : x.select(1, 4);
-    const at::Tensor keep = nms(x.slice(1, 0, 4) + offset, scores, opt.iou_thres, opt.max_det);
+    const at::Tensor scores = opt.stable_ties
+                                  ? -torch::arange(x.size(0), x.options().dtype(torch::kFloat))
+                                  : x.select(1, 4);
+    const at::Tensor keep =
+        nms(x.slice(1, 0, 4).to(torch::kFloat) + offset, scores, opt.iou_thres, opt.max_det);
     output[xi] = x.index({keep});
   }
   return output;
@@ -242,7 +264,7 @@ BatchDetections non_max_suppression_batched(const at::Tensor& prediction, const 
     return pack(non_max_suppression(prediction, opt));
   }
   check_thresholds(opt);
-  const Candidates c = candidates(prediction, opt);
+  const Candidates c = chunked_candidates(prediction, opt);
   const at::Tensor keep = greedy_keep(c, opt);
   const int64_t bs = keep.size(0), r = keep.size(1);
   const at::Tensor pos = keep.clamp_min(0);

@@ -17,6 +17,10 @@ struct NmsOptions {
   // Equal confs in candidate order (box, then class), as the batched NMS ranks them. Off: in
   // argsort's order, which the CPU's recorded results depend on.
   bool stable_ties = false;
+  // non_max_suppression_batched on a device ranks the candidates of as many images at a time as
+  // keep images x boxes x classes under this many elements, so that its peak memory is bounded
+  // (about 128 MiB per score table) whatever the batch size.
+  int64_t max_chunk_elements = int64_t{1} << 25;
 };
 
 // prediction (bs, N, 5+nc) as the model's eval output (xywh, obj, class scores). Returns one
@@ -37,9 +41,10 @@ struct BatchDetections {
 // whatever its dtype), with one copy to the host at the end: on a GPU nothing else waits for the
 // device. On the same float32 input it keeps what non_max_suppression with stable_ties keeps, in
 // the same order, except that of candidates tied in conf at the 30000th place of an image's
-// ranking another may enter NMS. On the CPU it runs non_max_suppression image by image (reads
-// cost nothing there, and that pass looks only at the candidates it needs); `device_schedule`
-// runs the GPU's tensor ops there too.
+// ranking another may enter NMS. Candidates are ranked a chunk of images at a time
+// (NmsOptions::max_chunk_elements), which changes nothing in the result. On the CPU it runs
+// non_max_suppression image by image (reads cost nothing there, and that pass looks only at the
+// candidates it needs); `device_schedule` runs the GPU's tensor ops there too.
 BatchDetections non_max_suppression_batched(const at::Tensor& prediction, const NmsOptions& opt,
                                             bool device_schedule = false);
 
