@@ -33,23 +33,10 @@ OUT=$(cd "$OUT" && pwd)
 [[ -f $OUT/table.md ]] && rm -rf "$OUT/runs" "$OUT/table.md"
 
 # ---- build ------------------------------------------------------------------------------------
+# shellcheck source=scripts/lib/gpu_kit.sh disable=SC1091
+source scripts/lib/gpu_kit.sh
 build_gpu_kit() {  # a CUDA machine with PyTorch but no C++ libraries and no registry
-  local kit=../shared/gpu-kit/deps-x86_64.tar.xz
-  [[ -f $kit ]] || { echo "gpu_check: no package registry and no $kit" >&2; return 1; }
-  # Unpacked once per kit: a kit with a different checksum replaces the one left in .gpukit.
-  local stamp
-  stamp=.gpukit/kit-$(sha256sum "$kit" | cut -c1-16)
-  if [[ ! -f $stamp ]]; then
-    rm -rf .gpukit && mkdir -p .gpukit && tar -xJf "$kit" -C .gpukit && touch "$stamp" || return 1
-  fi
-  # shellcheck disable=SC1091
-  source .gpukit/kit/env.sh
-  local torch_cmake nccl
-  torch_cmake=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || return 1
-  nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DYOLO_TORCH_KIND=local \
-    -DCMAKE_PREFIX_PATH="$(dirname "$(dirname "$torch_cmake")");$torch_cmake;${CMAKE_PREFIX_PATH:-}" \
-    -DNCCL_ROOT="$nccl" -DYOLO_PYTHON="$(command -v python3)" >"$OUT/configure.log" 2>&1 &&
+  gpu_kit_configure build-gpu "$OUT/configure.log" &&
     cmake --build build-gpu -j"$(nproc)" >"$OUT/build.log" 2>&1
 }
 if [[ -z $BUILD ]]; then
