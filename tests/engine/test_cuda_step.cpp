@@ -104,13 +104,12 @@ TEST(PhaseClock, HostModeChargesEachLapToItsPhase) {
     clock.lap(&a);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     clock.lap(&b);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // between steps: no phase's
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // between steps: no phase's
   }
   clock.flush();
   EXPECT_GE(a, 0.06);
-  EXPECT_LT(a, 0.09 + 0.05) << "a phase took time from outside the step";
   EXPECT_GE(b, 0.01);
-  EXPECT_LT(b, a);
+  EXPECT_LT(a + b, 0.4) << "a phase took the time between steps";
   EXPECT_EQ(clock.pending(), 0u);
 }
 
@@ -251,7 +250,8 @@ TEST(CudaGradScaler, UnscalesSkipsAndAdaptsTheScaleOnTheDevice) {
                      .contiguous(at::MemoryFormat::ChannelsLast)
                      .requires_grad_(true);
   s.scale((p * 0.5).sum()).backward();
-  EXPECT_EQ(s.found_inf().defined() ? s.found_inf().device() : cuda, cuda);
+  ASSERT_TRUE(s.found_inf().defined());
+  EXPECT_EQ(s.found_inf().device(), cuda);
   torch::cuda::synchronize();
   yolo::set_cuda_sync_debug_error(true);  // unscale and update never wait for the device
   try {
