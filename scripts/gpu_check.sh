@@ -33,8 +33,8 @@ OUT=$(cd "$OUT" && pwd)
 [[ -f $OUT/table.md ]] && rm -rf "$OUT/runs" "$OUT/table.md"
 
 # ---- build ------------------------------------------------------------------------------------
-# shellcheck source=scripts/lib/gpu_kit.sh disable=SC1091
-source scripts/lib/gpu_kit.sh
+# shellcheck source=scripts/lib/gpu_run.sh disable=SC1091
+source scripts/lib/gpu_run.sh
 build_gpu_kit() {  # a CUDA machine with PyTorch but no C++ libraries and no registry
   gpu_kit_configure build-gpu "$OUT/configure.log" &&
     cmake --build build-gpu -j"$(nproc)" >"$OUT/build.log" 2>&1
@@ -53,29 +53,18 @@ BIN=$ROOT/$BUILD/bin
 [[ $BUILD == /* ]] && BIN=$BUILD/bin
 TESTS=$(dirname "$BIN")/tests
 [[ -x $BIN/train ]] || { echo "gpu_check: no $BIN/train; build first" >&2; exit 1; }
-PY=$(sed -n 's/^YOLO_PYTHON:FILEPATH=//p' "$(dirname "$BIN")/CMakeCache.txt")
-PY=${PY:-python3}
-TORCHRUN=$(dirname "$PY")/torchrun
-[[ -x $TORCHRUN ]] || TORCHRUN=$(command -v torchrun || true)
+build_python "$(dirname "$BIN")"
 
 # ---- settings per mode ------------------------------------------------------------------------
 if [[ $CPU == 1 ]]; then
   DEV=cpu MODELS=(yolov5n) IMGSZ=64 BATCH=16 EPOCHS=3 WORKERS=1
   DATA_YAML=$OUT/shapes.yaml
-  cat >"$DATA_YAML" <<YAML
-path: $OUT/shapes
-train: images/train
-val: images/val
-names: [circle, rectangle, triangle]
-generate: shapes
-YAML
+  shapes_yaml "$DATA_YAML" "$OUT/shapes"
 else
   DEV=0 MODELS=(yolov5n yolov5s) IMGSZ=640 BATCH=32 EPOCHS=3 WORKERS=8
   DATA=${DATA:-$ROOT/../shared/datasets/coco128}
-  [[ -d $DATA/images/train2017 ]] || { echo "gpu_check: no $DATA/images/train2017 (--data)" >&2; exit 1; }
   DATA_YAML=$OUT/coco128.yaml
-  { echo "path: $DATA"; echo "train: images/train2017"; echo "val: images/train2017"
-    sed -n '/^names:/,$p' configs/data/coco128.yaml | sed '/^download:/,$d'; } >"$DATA_YAML"
+  coco128_yaml "$DATA_YAML" "$DATA" || { echo "gpu_check: no $DATA/images/train2017 (--data)" >&2; exit 1; }
 fi
 GPUS=0
 [[ $CPU == 0 ]] && GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)

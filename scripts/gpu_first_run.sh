@@ -4,7 +4,7 @@
 # figure), also appended to OUT/table.md. Exits non-zero when any row fails. The steps:
 #   1. build train and the unit-test binaries test_core, test_data, test_eval, test_distributed
 #      and test_engine into build-gpu/, with the machine's PyTorch and the C++ kit
-#      (scripts/lib/gpu_kit.sh), not the whole project, to leave time for the rest;
+#      (scripts/lib/gpu_run.sh), not the whole project, to leave time for the rest;
 #   2. each of those binaries' *Cuda* tests: on a GPU none may skip, and a filter that matches
 #      no test fails (the names changed, and the check would pass on nothing);
 #   3. SyncBatchNorm.* (test_distributed) and DeviceAugment.* (test_data);
@@ -60,8 +60,8 @@ cell() {  # TEXT: one table cell: one line, no '|', at most 150 characters
   tr '\n|' ' /' <<<"$1" | sed 's/  */ /g; s/ $//' | cut -c1-150
 }
 
-# shellcheck source=scripts/lib/gpu_kit.sh disable=SC1091
-source scripts/lib/gpu_kit.sh
+# shellcheck source=scripts/lib/gpu_run.sh disable=SC1091
+source scripts/lib/gpu_run.sh
 
 # ---- 1. build -----------------------------------------------------------------------------------
 # The build is not a row until the header (which needs train --version) is out; it is kept in ROWS.
@@ -95,10 +95,7 @@ BIN=$ROOT/$BUILD/bin
 [[ $BUILD == /* ]] && BIN=$BUILD/bin
 BUILD_DIR=$(dirname "$BIN")
 TESTS=$BUILD_DIR/tests
-PY=$(sed -n 's/^YOLO_PYTHON:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)
-PY=${PY:-python3}
-TORCHRUN=$(dirname "$PY")/torchrun
-[[ -x $TORCHRUN ]] || TORCHRUN=$(command -v torchrun || true)
+build_python "$BUILD_DIR"
 
 # ---- settings per mode --------------------------------------------------------------------------
 if [[ $CPU == 1 ]]; then
@@ -106,23 +103,13 @@ if [[ $CPU == 1 ]]; then
   # train refuses --augment-device cuda when it trains on the CPU; cpu is the same flag's other path.
   AUG=cpu
   DATA_YAML=$OUT/shapes.yaml
-  cat >"$DATA_YAML" <<YAML
-path: $OUT/shapes
-train: images/train
-val: images/val
-names: [circle, rectangle, triangle]
-generate: shapes
-YAML
+  shapes_yaml "$DATA_YAML" "$OUT/shapes"
 else
   DEV=0 WHERE=cuda:0 IMGSZ=320 BATCH=32 WORKERS=8 BACKEND=nccl AUG=cuda
   DATA=${DATA:-$ROOT/../shared/datasets/coco128}
   DATA_YAML=$OUT/coco128.yaml
-  if [[ -d $DATA/images/train2017 ]]; then
-    { echo "path: $DATA"; echo "train: images/train2017"; echo "val: images/train2017"
-      sed -n '/^names:/,$p' configs/data/coco128.yaml | sed '/^download:/,$d'; } >"$DATA_YAML"
-  else
+  coco128_yaml "$DATA_YAML" "$DATA" ||
     echo "$ME: no $DATA/images/train2017 (--data); the training rows will fail" >&2
-  fi
 fi
 
 # ---- header and table ---------------------------------------------------------------------------

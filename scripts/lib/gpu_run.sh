@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# Building on a CUDA machine that has PyTorch but no C++ libraries and no package registry: the
-# machine's own PyTorch gives LibTorch and NCCL, the C++ kit gives the rest
-# (../shared/gpu-kit/README.md). Sourced by scripts/gpu_check.sh and scripts/gpu_first_run.sh,
-# from the repository root.
+# What scripts/gpu_check.sh and scripts/gpu_first_run.sh share, sourced from the repository root:
+# building on a CUDA machine that has PyTorch but no C++ libraries and no package registry (the
+# machine's own PyTorch gives LibTorch and NCCL, the C++ kit gives the rest;
+# ../shared/gpu-kit/README.md), a build's Python and torchrun, and the data YAMLs they train on.
 #
 # GPU_KIT=FILE names the kit where it is not at ../shared/gpu-kit/deps-x86_64.tar.xz (a copy
 # inside the checkout, say).
@@ -35,4 +35,32 @@ gpu_kit_env() {
   [[ -f .gpukit/kit/env.sh ]] || return 1
   # shellcheck disable=SC1091
   source .gpukit/kit/env.sh
+}
+
+# build_python BUILD_DIR: sets PY to the Python the build was configured with (its torch matches
+# the LibTorch) and TORCHRUN to the torchrun beside it, else the one on PATH ("" when none).
+build_python() {
+  PY=$(sed -n 's/^YOLO_PYTHON:FILEPATH=//p' "$1/CMakeCache.txt" 2>/dev/null)
+  PY=${PY:-python3}
+  TORCHRUN=$(dirname "$PY")/torchrun
+  [[ -x $TORCHRUN ]] || TORCHRUN=$(command -v torchrun || true)
+}
+
+# shapes_yaml FILE DIR: a data YAML for the built-in shapes data, generated into DIR on first use.
+shapes_yaml() {
+  cat >"$1" <<YAML
+path: $2
+train: images/train
+val: images/val
+names: [circle, rectangle, triangle]
+generate: shapes
+YAML
+}
+
+# coco128_yaml FILE DATA: a data YAML for YOLOv5's coco128 at DATA, validated on its training
+# images (as YOLOv5's coco128.yaml); fails when DATA has no images/train2017.
+coco128_yaml() {
+  [[ -d $2/images/train2017 ]] || return 1
+  { echo "path: $2"; echo "train: images/train2017"; echo "val: images/train2017"
+    sed -n '/^names:/,$p' configs/data/coco128.yaml | sed '/^download:/,$d'; } >"$1"
 }
