@@ -12,10 +12,11 @@ int autopad(int k, int p, int d) {
 }
 }  // namespace
 
-ConvImpl::ConvImpl(int c1, int c2, int k, int s, int p, int g, int d, bool act) : act_(act) {
+ConvImpl::ConvImpl(int c1, int c2, int k, int s, int p, int g, int d, bool act)
+    : act_(act), pad_(autopad(k, p, d)) {
   conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(c1, c2, k)
                                                        .stride(s)
-                                                       .padding(autopad(k, p, d))
+                                                       .padding(pad_)
                                                        .groups(g)
                                                        .dilation(d)
                                                        .bias(false)));

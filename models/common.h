@@ -23,6 +23,8 @@ class ConvImpl : public torch::nn::Module {
   // Folds the BatchNorm into the convolution (inference only); later forwards skip the BN.
   void fuse();
   bool fused() const { return fused_; }
+  bool act() const { return act_; }   // SiLU after the convolution
+  int padding() const { return pad_; }  // the same on both sides and in both dimensions
   // The normalisation layer: a BatchNorm2d, or whatever replace_norm installed (SyncBatchNorm).
   std::shared_ptr<torch::nn::Module> norm() const { return bn_.ptr(); }
   void replace_norm(torch::nn::AnyModule norm);
@@ -32,6 +34,7 @@ class ConvImpl : public torch::nn::Module {
  private:
   torch::nn::AnyModule bn_;
   bool act_;
+  int pad_;
   bool fused_ = false;
 };
 TORCH_MODULE(Conv);
@@ -40,6 +43,7 @@ class BottleneckImpl : public torch::nn::Module {
  public:
   BottleneckImpl(int c1, int c2, bool shortcut = true, int g = 1, double e = 0.5);
   torch::Tensor forward(const torch::Tensor& x);
+  bool shortcut() const { return add_; }  // adds the input to cv2's output
   Conv cv1{nullptr}, cv2{nullptr};
 
  private:

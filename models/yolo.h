@@ -32,6 +32,8 @@ class DetectionModelImpl : public torch::nn::Module {
   void fuse();
 
   Detect detect() const { return detect_; }
+  // Layer i's inputs: absolute layer indices, -1 for the model's input.
+  const std::vector<int>& layer_inputs(size_t i) const { return layers_.at(i).from; }
   const ModelSpec& spec() const { return spec_; }
   int nc() const { return detect_->nc; }
   std::vector<int> strides() const;

@@ -45,6 +45,8 @@ PACKAGES=(
   libjpeg62-turbo-dev
   # c10d's ProcessGroupGloo.hpp includes Gloo's headers, which neither LibTorch ships.
   libgloo-dev
+  # The export program's ONNX writer (utils/export/onnx_export.cpp).
+  libonnx-dev libprotobuf-dev
 )
 # The system LibTorch and the Python torch whose torchrun the multi-process tests use with it.
 [ "$TORCH_KIND" = system ] && PACKAGES+=(libtorch-dev python3-torch)

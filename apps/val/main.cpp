@@ -12,7 +12,7 @@
 #include "utils/core/paths.h"
 #include "utils/core/runtime/cuda_env.h"
 #include "utils/core/runtime/device.h"
-#include "utils/eval/model_loader.h"
+#include "utils/eval/inference_model.h"
 #include "utils/eval/validator.h"
 
 namespace {
@@ -92,16 +92,41 @@ int run(int argc, char** argv) {
   if (!data.empty()) data = yolo::resolve_config(data, yolo::ConfigKind::kData, "--data");
   const yolo::DeviceSelection dev = yolo::select_device(a.device, batch);
 
-  yolo::LoadedModel lm = yolo::load_model_for_inference(a.weights, a.cfg, data);
-  if (lm.data.empty()) throw yolo::UsageError("--data: required for these weights");
-  const bool single_cls = a.single_cls || lm.single_cls;
-  lm.model->to(dev.device);
-  if (dev.device.is_cpu()) yolo::to_channels_last(*lm.model);  // faster convolutions on CPU
-  lm.model->eval();
-  const int gs = lm.model->max_stride();
-  const int imgsz = yolo::check_img_size(a.imgsz, gs);
+  yolo::InferenceOptions io;
+  io.cfg = a.cfg;
+  io.data = data;
+  io.device = dev.device;
+  io.fuse = true;  // as YOLOv5's val.py (DetectMultiBackend fuses)
+  yolo::InferenceModel model(a.weights, io);
+  const std::string data_yaml = data.empty() ? model.checkpoint_data() : data;
+  if (data_yaml.empty()) throw yolo::UsageError("--data: required for these weights");
+  const bool single_cls = a.single_cls || model.single_cls();
+  const int gs = model.stride();
+  int imgsz = yolo::check_img_size(a.imgsz, gs);
+  // A file fixed to one input size is validated at that size, on square letterboxed images.
+  const bool fixed = model.fixed_height() > 0;
+  if (fixed) {
+    if (model.fixed_height() != model.fixed_width()) {
+      throw yolo::UsageError("--weights: " + a.weights + " takes " +
+                             std::to_string(model.fixed_height()) + "x" +
+                             std::to_string(model.fixed_width()) +
+                             " images; val needs a square export (export --imgsz N)");
+    }
+    if (model.fixed_height() != imgsz) {
+      yolo::log_info(a.weights + " takes " + std::to_string(model.fixed_height()) +
+                     "x" + std::to_string(model.fixed_width()) + " images: validating at " +
+                     std::to_string(model.fixed_height()) + " (not --imgsz " +
+                     std::to_string(a.imgsz) + ")");
+    }
+    imgsz = static_cast<int>(model.fixed_height());
+  }
   const yolo::DatasetConfig dc =
-      yolo::load_dataset_config(yolo::resolve_config(lm.data, yolo::ConfigKind::kData, "--data"));
+      yolo::load_dataset_config(yolo::resolve_config(data_yaml, yolo::ConfigKind::kData, "--data"));
+  if (!model.pytorch() && !single_cls && dc.nc != model.nc()) {
+    throw yolo::UsageError("--data: " + dc.yaml_path + " names " + std::to_string(dc.nc) +
+                           " classes but " + a.weights + " detects " +
+                           std::to_string(model.nc()) + "; pass the data it was trained on");
+  }
   yolo::ensure_dataset(dc);
   if (dc.split(task).empty())
     throw yolo::UsageError("--task " + task + ": " + dc.yaml_path + " has no '" + task + "' split");
@@ -109,11 +134,11 @@ int run(int argc, char** argv) {
   yolo::DatasetOptions o;
   o.imgsz = imgsz;
   o.batch_size = batch;
-  o.rect = true;
+  o.rect = !fixed;
   o.pad = 0.5;
   o.stride = gs;
   o.single_cls = single_cls;
-  o.nc = lm.model->nc();
+  o.nc = model.nc();
   o.hyp = yolo::AugmentHyp::none();
   auto ds = std::make_shared<yolo::YoloDataset>(dc.split(task), o);
   yolo::LoaderOptions lo;
@@ -131,7 +156,7 @@ int run(int argc, char** argv) {
   cfg.iou_thres = iou;
   cfg.max_det = a.max_det;
   cfg.half = a.half;  // as val.py: float32 unless asked
-  cfg.names = lm.names;
+  cfg.names = model.names();
   cfg.save_txt = a.save_txt;
   cfg.save_conf = a.save_conf;
   cfg.save_json = a.save_json;
@@ -141,9 +166,20 @@ int run(int argc, char** argv) {
   cfg.save_dir =
       yolo::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, true);
   cfg.plots = !a.noplots;
-  yolo::ValResult res = yolo::run_validation(lm.model, loader, cfg, nullptr, dev.device);
-  yolo::log_info(
-      yolo::format_val_table(res, lm.names, cfg.verbose || lm.names.size() < 50, !cfg.progress));
+  yolo::ValResult res;
+  if (yolo::DetectionModel* m = model.pytorch()) {
+    res = yolo::run_validation(*m, loader, cfg, nullptr, dev.device);
+  } else {
+    const yolo::ValModel exported{[&model](const at::Tensor& im) {
+                                    yolo::ModelOutput out;
+                                    out.pred = model.predict(im);
+                                    return out;
+                                  },
+                                  model.nc()};
+    res = yolo::run_validation(exported, loader, cfg, nullptr, dev.device);
+  }
+  yolo::log_info(yolo::format_val_table(res, model.names(),
+                                        cfg.verbose || model.names().size() < 50, !cfg.progress));
   char speed[256];
   std::snprintf(speed, sizeof(speed),
                 "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape "

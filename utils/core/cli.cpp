@@ -79,6 +79,18 @@ void parse_into(const std::string& flag, const std::vector<std::string>& w, std:
   }
 }
 
+void parse_into(const std::string&, const std::vector<std::string>& w,
+                std::vector<std::string>& v) {
+  v.clear();
+  for (const auto& word : w) {
+    size_t from = 0;
+    for (size_t comma; (comma = word.find(',', from)) != std::string::npos; from = comma + 1) {
+      v.push_back(word.substr(from, comma - from));
+    }
+    v.push_back(word.substr(from));
+  }
+}
+
 std::string show(bool) { return ""; }
 std::string show(int v) { return std::to_string(v); }
 std::string show(double v) {
@@ -90,6 +102,12 @@ std::string show(const std::string& v) { return v; }
 std::string show(const std::vector<int>& v) {
   std::string s;
   for (int x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
+  return s;
+}
+
+std::string show(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
   return s;
 }
 

@@ -62,6 +62,8 @@ void parse_into(const std::string& flag, const std::vector<std::string>& words, 
 // Each word may itself be a comma list ("--freeze=0,1,2", "--classes 0,2 3").
 void parse_into(const std::string& flag, const std::vector<std::string>& words,
                 std::vector<int>& v);
+void parse_into(const std::string& flag, const std::vector<std::string>& words,
+                std::vector<std::string>& v);
 
 // A member's value as --help shows it; "" shows none (switches are off, empty strings unset).
 std::string show(bool v);
@@ -69,6 +71,7 @@ std::string show(int v);
 std::string show(double v);
 std::string show(const std::string& v);
 std::string show(const std::vector<int>& v);
+std::string show(const std::vector<std::string>& v);
 
 // Builds a Flag bound to the member `m` of O; the member's type gives the parsing, the opt.yaml
 // form and the shown default (O's initializer), and the methods adjust the rest.
@@ -83,7 +86,10 @@ class Bind {
     f_.yaml_key = yaml_key;
     f_.help = help;
     if constexpr (std::is_same_v<T, bool>) f_.arity = Arity::kSwitch;
-    if constexpr (std::is_same_v<T, std::vector<int>>) f_.arity = Arity::kList;
+    if constexpr (std::is_same_v<T, std::vector<int>> ||
+                  std::is_same_v<T, std::vector<std::string>>) {
+      f_.arity = Arity::kList;
+    }
     f_.metavar = std::is_same_v<T, int> || std::is_same_v<T, std::vector<int>> ? "N" : upper(name);
     const std::string flag = name;
     f_.parse = [m, flag](O& o, const std::vector<std::string>& w) { parse_into(flag, w, o.*m); };

@@ -75,4 +75,12 @@ std::string increment_path(const std::string& path, bool exist_ok, bool mkdir) {
   throw std::runtime_error(path + ": no free run dir name left (exp..exp9999)");
 }
 
+std::string sibling_program(const std::string& program) {
+  std::error_code ec;
+  fs::path bin = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  const fs::path rel = fs::relative(bin, fs::current_path(ec), ec);
+  if (!ec && !rel.empty() && *rel.begin() != "..") bin = rel;
+  return (bin / program).string();
+}
+
 }  // namespace yolo

@@ -15,6 +15,10 @@ std::string project_root();
 // An empty value stays empty. Throws UsageError naming `flag` when nothing matches.
 std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag);
 
+// `program` (a sibling of the running binary, e.g. "val") as a user would type it from the current
+// folder: relative when the binary is below it (build/bin/val), else absolute.
+std::string sibling_program(const std::string& program);
+
 // YOLOv5's increment_path: returns `path` if free (or `exist_ok`), else path2, path3, ...
 // With `mkdir`, the chosen folder is created; a folder created by a concurrent run in between is
 // skipped, so two runs never share a run dir.

@@ -13,6 +13,7 @@
 #include "utils/core/errors.h"
 #include "utils/core/io/checkpoint.h"
 #include "utils/core/log.h"
+#include "utils/core/paths.h"
 #include "utils/core/runtime/cuda_env.h"
 #include "utils/core/stopwatch.h"
 #include "utils/distributed/data_parallel.h"
@@ -337,20 +338,18 @@ Trainer::Next Trainer::decide_next(int epoch, bool early_stop) {
 void Trainer::log_next_steps() const {
   const std::string& best = s_.paths.best;
   if (!fs::exists(best)) return;
-  std::error_code ec;
-  fs::path bin = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  const fs::path rel = fs::relative(bin, fs::current_path(ec), ec);
-  if (!ec && !rel.empty() && *rel.begin() != "..") bin = rel;
   const std::string imgsz = std::to_string(s_.imgsz);
   const std::string files =
       s_.loop.noplots ? "results.csv is in " : "results.csv, results.png and the plots are in ";
   std::string next = "Weights: " + best + " (best fitness), " + s_.paths.last + " (last epoch); " +
-                     files + s_.paths.save_dir + "\nNext: " + (bin / "val").string() +
+                     files + s_.paths.save_dir + "\nNext: " + sibling_program("val") +
                      " --weights " + best + " --imgsz " + imgsz;
   if (!s_.data.val.empty()) {
-    next += "\n      " + (bin / "detect").string() + " --weights " + best + " --source " +
+    next += "\n      " + sibling_program("detect") + " --weights " + best + " --source " +
             s_.data.val.front() + " --imgsz " + imgsz;
   }
+  next += "\n      " + sibling_program("export") + " --weights " + best +
+          " --include torchscript onnx --imgsz " + imgsz;
   log_info(next);
 }
 

@@ -22,7 +22,7 @@
 #include "utils/core/runtime/device.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/boxes.h"
-#include "utils/eval/model_loader.h"
+#include "utils/eval/inference_model.h"
 #include "utils/eval/nms.h"
 #include "utils/eval/yolo_txt.h"
 #include "utils/viz/plots.h"
@@ -87,13 +87,23 @@ std::string run_detect(const DetectConfig& cfg) {
   const DeviceSelection dev = select_device(cfg.device);
   std::string data = cfg.data;
   if (!data.empty()) data = resolve_config(data, ConfigKind::kData, "--data");
-  LoadedModel lm = load_model_for_inference(cfg.weights, cfg.cfg, data);
-  lm.model->eval();
-  lm.model->fuse();
-  lm.model->to(dev.device);
-  if (dev.device.is_cpu()) to_channels_last(*lm.model);  // faster convolutions on CPU
-  const int gs = lm.model->max_stride();
+  InferenceOptions io;
+  io.cfg = cfg.cfg;
+  io.data = data;
+  io.device = dev.device;
+  InferenceModel model(cfg.weights, io);
+  const int gs = model.stride();
+  // A file fixed to one input size gets exactly that size; otherwise the minimal letterbox.
+  const bool fixed = model.fixed_height() > 0;
   const int imgsz = check_img_size(cfg.imgsz, gs);
+  const cv::Size shape = fixed ? cv::Size(static_cast<int>(model.fixed_width()),
+                                          static_cast<int>(model.fixed_height()))
+                               : cv::Size(imgsz, imgsz);
+  if (fixed && (shape.width != imgsz || shape.height != imgsz)) {
+    log_info(cfg.weights + " takes " + std::to_string(shape.height) + "x" +
+             std::to_string(shape.width) + " images: --imgsz " + std::to_string(cfg.imgsz) +
+             " is not used");
+  }
   const std::string save_dir =
       increment_path((fs::path(cfg.project) / cfg.name).string(), cfg.exist_ok, true);
   if (cfg.save_txt) fs::create_directories(fs::path(save_dir) / "labels");
@@ -107,7 +117,7 @@ std::string run_detect(const DetectConfig& cfg) {
   for (size_t i = 0; i < files.size(); ++i) {
     const Stopwatch t0;
     cv::Mat im0 = read_image(files[i]);  // throws naming the file when unreadable
-    const LetterboxResult lb = letterbox(im0, cv::Size(imgsz, imgsz), true, false, true, gs);
+    const LetterboxResult lb = letterbox(im0, shape, !fixed, false, true, gs);
     cv::Mat rgb;
     cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
     at::Tensor x = torch::from_blob(rgb.data, {rgb.rows, rgb.cols, 3}, torch::kUInt8)
@@ -116,7 +126,7 @@ std::string run_detect(const DetectConfig& cfg) {
                        .to(dev.device)
                        .to(torch::kFloat)
                        .div(255);
-    at::Tensor det = non_max_suppression(lm.model->forward(x).pred, nms)[0].cpu();
+    at::Tensor det = non_max_suppression(model.predict(x), nms)[0].cpu();
     if (det.size(0)) {
       at::Tensor b = det.slice(1, 0, 4);
       scale_boxes(b, lb.ratio_w, lb.pad_w, lb.pad_h, im0.rows, im0.cols);
@@ -136,7 +146,7 @@ std::string run_detect(const DetectConfig& cfg) {
       ++counts[c];
       if (!cfg.nosave) {
         char label[128];
-        std::snprintf(label, sizeof(label), "%s %.2f", class_name(lm.names, c).c_str(), conf);
+        std::snprintf(label, sizeof(label), "%s %.2f", class_name(model.names(), c).c_str(), conf);
         draw_box(im0, cv::Rect2f(x1, y1, x2 - x1, y2 - y1), label, c, cfg.line_thickness);
       }
     }
@@ -149,7 +159,7 @@ std::string run_detect(const DetectConfig& cfg) {
                     std::to_string(lb.image.cols) + " ";
     if (counts.empty()) s += "(no detections), ";
     for (const auto& [c, n] : counts) {
-      s += std::to_string(n) + " " + class_name(lm.names, c) + (n > 1 ? "s" : "") + ", ";
+      s += std::to_string(n) + " " + class_name(model.names(), c) + (n > 1 ? "s" : "") + ", ";
     }
     // YOLOv5's line per image, with the run's elapsed time and ETA as its progress bars show them.
     const double elapsed = clock.seconds();

@@ -49,14 +49,14 @@ void to_original(at::Tensor& boxes, const ShapeInfo& s) {
 // One pass of the validation loop: what it accumulates over the batches and the files it writes.
 class Validation {
  public:
-  Validation(DetectionModel& model, const ValConfig& cfg, const ComputeLoss* loss,
+  Validation(const ValModel& model, const ValConfig& cfg, const ComputeLoss* loss,
              const torch::Device& device)
       : model_(model),
         cfg_(cfg),
         loss_(loss),
         device_(device),
         half_(cfg.half && device.is_cuda()),
-        cm_(model->nc()) {
+        cm_(model.nc) {
     nms_.conf_thres = cfg.conf_thres;
     nms_.iou_thres = cfg.iou_thres;
     nms_.max_det = cfg.max_det;
@@ -90,7 +90,7 @@ class Validation {
   }
 
   ValResult finish() {
-    const int nc = model_->nc();
+    const int nc = model_.nc;
     res_.ap = ap_per_class(tp_, conf_, pred_cls_, target_cls_);
     res_.mp = res_.ap.mp;
     res_.mr = res_.ap.mr;
@@ -125,7 +125,7 @@ class Validation {
     at::Tensor pred;
     {
       AutocastScope autocast(half_);  // YOLOv5's half=True; the CPU keeps float32
-      ModelOutput out = model_->forward(im);
+      ModelOutput out = model_.forward(im);
       pred = out.pred;
       if (loss_) {
         const at::Tensor items = (*loss_)(out.raw, batch.targets.to(device_, true)).items;
@@ -250,7 +250,7 @@ class Validation {
     plot_confusion_matrix(res_.confusion, cfg_.names, (d / "confusion_matrix.png").string());
   }
 
-  DetectionModel& model_;
+  const ValModel& model_;
   const ValConfig& cfg_;
   const ComputeLoss* loss_;
   torch::Device device_;
@@ -275,11 +275,18 @@ ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValCon
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  Validation v(model, cfg, loss, device);
-  v.run(loader);
-  ValResult res = v.finish();
+  const ValModel vm{[&model](const at::Tensor& im) { return model->forward(im); }, model->nc()};
+  ValResult res = run_validation(vm, loader, cfg, loss, device);
   if (was_training) model->train();
   return res;
+}
+
+ValResult run_validation(const ValModel& model, DataLoader& loader, const ValConfig& cfg,
+                         const ComputeLoss* loss, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  Validation v(model, cfg, loss, device);
+  v.run(loader);
+  return v.finish();
 }
 
 bool is_coco_dataset(const DatasetConfig& dc) {

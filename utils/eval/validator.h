@@ -4,6 +4,7 @@
 // and the per-class results table. Used by `val` and by the trainer every epoch. On a GPU a batch
 // runs on the device up to NMS and comes back to the host in one copy of its kept boxes.
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,15 @@ struct ValResult {
 };
 
 ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValConfig& cfg,
+                         const ComputeLoss* loss, const torch::Device& device);
+
+// What else validation can run: `forward` maps float images (B, 3, H, W) on the device to their
+// ModelOutput (`pred`; `raw` only where a loss is given), for a model of `nc` classes.
+struct ValModel {
+  std::function<ModelOutput(const at::Tensor&)> forward;
+  int nc = 0;
+};
+ValResult run_validation(const ValModel& model, DataLoader& loader, const ValConfig& cfg,
                          const ComputeLoss* loss, const torch::Device& device);
 
 struct DatasetConfig;

@@ -1,0 +1,218 @@
+#include "utils/eval/inference_model.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#ifdef YOLO_WITH_OPENCV_DNN
+#include <opencv2/dnn.hpp>
+#endif
+
+#include "utils/core/errors.h"
+#include "utils/core/log.h"
+#include "utils/eval/model_loader.h"
+#include "utils/eval/onnx_info.h"
+
+namespace yolo {
+
+struct InferenceModel::Script {
+  torch::jit::Module module;
+  bool half = false;
+};
+
+struct InferenceModel::Onnx {
+#ifdef YOLO_WITH_OPENCV_DNN
+  cv::dnn::Net net;
+#endif
+};
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+  return s;
+}
+
+}  // namespace
+
+WeightsFormat weights_format(const std::string& path) {
+  const std::string p = lower(path);
+  if (ends_with(p, ".torchscript")) return WeightsFormat::kTorchScript;
+  if (ends_with(p, ".onnx")) return WeightsFormat::kOnnx;
+  return WeightsFormat::kPyTorch;
+}
+
+const char* format_name(WeightsFormat f) {
+  switch (f) {
+    case WeightsFormat::kTorchScript:
+      return "TorchScript";
+    case WeightsFormat::kOnnx:
+      return "ONNX";
+    default:
+      return "PyTorch";
+  }
+}
+
+InferenceModel::~InferenceModel() = default;
+InferenceModel::InferenceModel(InferenceModel&&) noexcept = default;
+
+InferenceModel::InferenceModel(const std::string& weights, const InferenceOptions& o)
+    : format_(weights_format(weights)), device_(o.device) {
+  if (format_ == WeightsFormat::kPyTorch) {
+    LoadedModel lm = load_model_for_inference(weights, o.cfg, o.data);
+    model_ = lm.model;
+    model_->eval();
+    if (o.fuse) model_->fuse();
+    model_->to(device_);
+    if (device_.is_cpu()) to_channels_last(*model_);  // faster convolutions on the CPU
+    names_ = lm.names;
+    stride_ = model_->max_stride();
+    data_ = lm.data;
+    single_cls_ = lm.single_cls;
+    return;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(weights, ec)) {
+    throw UsageError("--weights: file '" + weights + "' not found");
+  }
+  if (!o.cfg.empty()) log_warn("--cfg is ignored for " + weights + ": the file holds its model");
+  if (format_ == WeightsFormat::kTorchScript) {
+    torch::jit::ExtraFilesMap extra = {{"config.txt", ""}};
+    script_ = std::make_unique<Script>();
+    try {
+      script_->module = torch::jit::load(weights, device_, extra);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(weights + ": not a TorchScript file LibTorch can load (" +
+                               std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+    }
+    script_->module.eval();
+    for (const auto& p : script_->module.parameters()) {
+      script_->half = p.scalar_type() == torch::kHalf;
+      break;
+    }
+    if (extra["config.txt"].empty()) {
+      throw std::runtime_error(weights +
+                               ": no config.txt (stride, names) in this TorchScript file; write "
+                               "it with export or YOLOv5's export.py");
+    }
+    try {
+      const YAML::Node c = YAML::Load(extra["config.txt"]);
+      stride_ = c["stride"].as<int>();
+      const YAML::Node names = c["names"];
+      if (names.IsSequence()) {
+        for (const auto& n : names) names_.push_back(n.as<std::string>());
+      } else {
+        std::map<int, std::string> by_key;
+        for (const auto& kv : names) by_key[kv.first.as<int>()] = kv.second.as<std::string>();
+        for (const auto& [k, v] : by_key) names_.push_back(v);
+      }
+      const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
+      if (!dynamic && c["shape"] && c["shape"].size() == 4) {
+        fixed_h_ = c["shape"][2].as<int64_t>();
+        fixed_w_ = c["shape"][3].as<int64_t>();
+      }
+    } catch (const YAML::Exception& e) {
+      throw std::runtime_error(weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" +
+                               e.msg + ")");
+    }
+    return;
+  }
+  // ONNX
+  const OnnxInfo info = read_onnx_info(weights);
+  const auto stride = info.metadata.find("stride");
+  const auto names = info.metadata.find("names");
+  if (stride == info.metadata.end() || names == info.metadata.end()) {
+    throw std::runtime_error(weights + ": no 'stride' and 'names' metadata; export the file with "
+                                       "export or YOLOv5's export.py");
+  }
+  try {
+    stride_ = std::stoi(stride->second);
+    names_ = parse_python_names(names->second);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(weights + ": " + e.what());
+  }
+  if (info.input_shape.size() != 4) {
+    throw std::runtime_error(weights + ": its input is not (batch, 3, height, width)");
+  }
+  if (info.input_elem_type != 1) {
+    throw std::runtime_error(weights +
+                             ": its input is not float32 (a --half export); OpenCV's dnn module "
+                             "runs float32 ONNX files");
+  }
+  fixed_batch_ = info.input_shape[0];
+  fixed_h_ = info.input_shape[2];
+  fixed_w_ = info.input_shape[3];
+#ifdef YOLO_WITH_OPENCV_DNN
+  onnx_ = std::make_unique<Onnx>();
+  try {
+    onnx_->net = cv::dnn::readNetFromONNX(weights);
+  } catch (const cv::Exception& e) {
+    throw std::runtime_error(weights + ": OpenCV's dnn module cannot read it (" + e.msg +
+                             "); a --dynamic export needs ONNX Runtime, export without it");
+  }
+  onnx_->net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+  onnx_->net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  if (!device_.is_cpu()) log_info(weights + ": ONNX runs on the CPU (OpenCV's dnn module)");
+#else
+  throw std::runtime_error(weights +
+                           ": this build has no OpenCV dnn module, which runs ONNX files; install "
+                           "Debian's libopencv-dev (with libopencv-dnn-dev) and build again, or "
+                           "use the .pt or .torchscript file");
+#endif
+}
+
+std::string InferenceModel::where() const {
+  if (format_ == WeightsFormat::kOnnx) return "CPU (OpenCV dnn)";
+  return device_.is_cpu() ? "CPU" : device_.str();
+}
+
+torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
+  if ((fixed_h_ && images.size(2) != fixed_h_) || (fixed_w_ && images.size(3) != fixed_w_)) {
+    throw std::runtime_error("this " + std::string(format_name(format_)) +
+                             " file takes images of " + std::to_string(fixed_h_) + "x" +
+                             std::to_string(fixed_w_) + ", got " + std::to_string(images.size(2)) +
+                             "x" + std::to_string(images.size(3)));
+  }
+  if (format_ == WeightsFormat::kPyTorch) return model_->forward(images).pred.to(torch::kFloat);
+  if (format_ == WeightsFormat::kTorchScript) {
+    const torch::Tensor x = script_->half ? images.to(torch::kHalf) : images;
+    return script_->module.forward({x}).toTensor().to(torch::kFloat);
+  }
+#ifdef YOLO_WITH_OPENCV_DNN
+  // A fixed batch runs in chunks of that size, the last one padded.
+  const torch::Tensor host = images.to(torch::kCPU, torch::kFloat).contiguous();
+  const int64_t n = host.size(0), chunk = fixed_batch_ > 0 ? fixed_batch_ : n;
+  std::vector<torch::Tensor> out;
+  for (int64_t b = 0; b < n; b += chunk) {
+    torch::Tensor part = host.slice(0, b, std::min(n, b + chunk));
+    const int64_t real = part.size(0);
+    if (real < chunk) {
+      part = torch::cat({part, torch::zeros({chunk - real, host.size(1), host.size(2),
+                                              host.size(3)})});
+    }
+    part = part.contiguous();
+    const int sizes[4] = {static_cast<int>(part.size(0)), static_cast<int>(part.size(1)),
+                          static_cast<int>(part.size(2)), static_cast<int>(part.size(3))};
+    onnx_->net.setInput(cv::Mat(4, sizes, CV_32F, part.data_ptr<float>()));
+    const cv::Mat y = onnx_->net.forward();
+    if (y.dims != 3 || !y.isContinuous()) {
+      throw std::runtime_error("the ONNX model's output is not (batch, rows, 5 + classes)");
+    }
+    out.push_back(torch::from_blob(y.data, {y.size[0], y.size[1], y.size[2]}, torch::kFloat)
+                      .slice(0, 0, real)
+                      .clone());
+  }
+  return torch::cat(out).to(images.device());
+#else
+  throw std::runtime_error("this build has no OpenCV dnn module to run ONNX files");
+#endif
+}
+
+}  // namespace yolo

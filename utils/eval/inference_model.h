@@ -1,0 +1,69 @@
+#pragma once
+// Any weights val and detect take, behind one call: PyTorch checkpoints (ours and YOLOv5's .pt),
+// TorchScript files (.torchscript, with YOLOv5's config.txt) and ONNX files (.onnx, run by
+// OpenCV's dnn module when the build has it). Each gives the decoded (B, N, 5 + nc) predictions
+// of float images in 0..1, and its class names and stride from the file.
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/yolo.h"
+
+namespace yolo {
+
+enum class WeightsFormat { kPyTorch, kTorchScript, kOnnx };
+
+// By the file's suffix: .torchscript, .onnx, anything else a PyTorch checkpoint.
+WeightsFormat weights_format(const std::string& path);
+const char* format_name(WeightsFormat f);
+
+struct InferenceOptions {
+  std::string cfg, data;  // .pt only: override what the checkpoint says
+  torch::Device device = torch::kCPU;
+  bool fuse = true;  // .pt: fold BatchNorm into the convolutions
+};
+
+class InferenceModel {
+ public:
+  // Throws UsageError for a missing file and std::runtime_error naming the file for one that
+  // cannot be read, or a format this build cannot run.
+  InferenceModel(const std::string& weights, const InferenceOptions& o);
+  ~InferenceModel();
+  InferenceModel(InferenceModel&&) noexcept;
+
+  // images: float (B, 3, H, W) in 0..1 on the device. Returns float (B, N, 5 + nc) on the device.
+  // A fixed-shape file takes only its own height and width (any batch: it runs in chunks).
+  torch::Tensor predict(const torch::Tensor& images);
+
+  WeightsFormat format() const { return format_; }
+  const std::vector<std::string>& names() const { return names_; }
+  int nc() const { return static_cast<int>(names_.size()); }
+  int stride() const { return stride_; }
+  // The input height and width the file is fixed to; 0 when it takes any multiple of stride().
+  int64_t fixed_height() const { return fixed_h_; }
+  int64_t fixed_width() const { return fixed_w_; }
+  // Where the run happens: ONNX files run on the CPU whatever the device.
+  std::string where() const;
+  // .pt only (else null): the model, and what its checkpoint says.
+  DetectionModel* pytorch() { return model_ ? &model_ : nullptr; }
+  const std::string& checkpoint_data() const { return data_; }
+  bool single_cls() const { return single_cls_; }
+
+ private:
+  struct Script;
+  struct Onnx;
+  WeightsFormat format_;
+  torch::Device device_;
+  std::vector<std::string> names_;
+  int stride_ = 32;
+  int64_t fixed_h_ = 0, fixed_w_ = 0, fixed_batch_ = 0;
+  DetectionModel model_{nullptr};
+  std::string data_;
+  bool single_cls_ = false;
+  std::unique_ptr<Script> script_;
+  std::unique_ptr<Onnx> onnx_;
+};
+
+}  // namespace yolo

@@ -1,0 +1,445 @@
+#include "utils/export/onnx_export.h"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#ifdef YOLO_WITH_ONNX
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#endif
+
+namespace yolo {
+
+std::string python_names_dict(const std::vector<std::string>& names) {
+  std::string s = "{";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    // Python's repr: single quotes unless the text has one and no double quote.
+    const char q = n.find('\'') != std::string::npos && n.find('"') == std::string::npos ? '"'
+                                                                                         : '\'';
+    std::string lit(1, q);
+    for (const char ch : n) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (ch == '\\' || ch == q) {
+        lit += '\\';
+        lit += ch;
+      } else if (ch == '\n') {
+        lit += "\\n";
+      } else if (ch == '\r') {
+        lit += "\\r";
+      } else if (ch == '\t') {
+        lit += "\\t";
+      } else if (u < 0x20 || u == 0x7f) {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "\\x%02x", u);
+        lit += hex;
+      } else {
+        lit += ch;
+      }
+    }
+    lit += q;
+    s += (i ? ", " : "") + std::to_string(i) + ": " + lit;
+  }
+  return s + "}";
+}
+
+#ifndef YOLO_WITH_ONNX
+
+bool onnx_export_available() { return false; }
+
+std::string onnx_model_bytes(const ExportGraph&, const OnnxOptions&) {
+  throw std::runtime_error(
+      "this build has no ONNX library: install Debian's libonnx-dev and libprotobuf-dev "
+      "(scripts/setup.sh does) and build again");
+}
+
+#else
+
+namespace {
+
+// ONNX's IR version for each opset's release (onnx/helper.py's VERSION_TABLE).
+int64_t ir_version_for(int opset) {
+  if (opset <= 11) return 6;
+  if (opset <= 14) return 7;
+  return 8;
+}
+
+// IEEE 754 binary16 bits of `f`, rounded to nearest even (as torch's .half()).
+uint16_t half_bits(float f) {
+  uint32_t x = 0;
+  std::memcpy(&x, &f, sizeof(x));
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  uint32_t mant = x & 0x7fffffu;
+  const int exp = static_cast<int>((x >> 23) & 0xffu);
+  if (exp == 0xff) return sign | 0x7c00u | (mant ? 0x200u : 0u);  // inf, NaN
+  const int e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00u;  // too large: inf
+  uint32_t h = 0, rem = 0, halfway = 0;
+  if (e <= 0) {  // a subnormal half, or zero
+    if (e < -10) return sign;
+    mant |= 0x800000u;
+    const int shift = 14 - e;
+    h = mant >> shift;
+    rem = mant & ((1u << shift) - 1);
+    halfway = 1u << (shift - 1);
+  } else {
+    h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+    rem = mant & 0x1fffu;
+    halfway = 0x1000u;
+  }
+  if (rem > halfway || (rem == halfway && (h & 1u))) ++h;  // a carry moves into the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+
+class GraphWriter {
+ public:
+  GraphWriter(onnx::GraphProto* g, const OnnxOptions& o)
+      : g_(g), o_(o), float_type_(o.half ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT) {}
+
+  int float_type() const { return float_type_; }
+
+  // A float initializer in the graph's float type (float32, or float16 with --half).
+  std::string weight(const std::string& name, const ExportArray& a) {
+    onnx::TensorProto* p = g_->add_initializer();
+    p->set_name(name);
+    p->set_data_type(float_type_);
+    for (int64_t d : a.dims) p->add_dims(d);
+    if (o_.half) {
+      std::string raw(a.values.size() * 2, '\0');
+      for (size_t i = 0; i < a.values.size(); ++i) {
+        const uint16_t h = half_bits(a.values[i]);
+        std::memcpy(&raw[2 * i], &h, 2);  // little-endian, as ONNX's raw_data
+      }
+      p->set_raw_data(raw);
+    } else {
+      p->set_raw_data(std::string(reinterpret_cast<const char*>(a.values.data()),
+                                  a.values.size() * sizeof(float)));
+    }
+    return name;
+  }
+  std::string constant(const ExportArray& a) { return weight(fresh("const"), a); }
+  std::string float32s(const std::vector<float>& v) {
+    const std::string name = fresh("const");
+    onnx::TensorProto* p = g_->add_initializer();
+    p->set_name(name);
+    p->set_data_type(onnx::TensorProto::FLOAT);
+    p->add_dims(static_cast<int64_t>(v.size()));
+    for (float x : v) p->add_float_data(x);
+    return name;
+  }
+  std::string int64_scalar(int64_t x) {
+    const std::string name = fresh("const");
+    onnx::TensorProto* p = g_->add_initializer();
+    p->set_name(name);
+    p->set_data_type(onnx::TensorProto::INT64);
+    p->add_int64_data(x);
+    return name;
+  }
+  std::string int64s(const std::vector<int64_t>& v) {
+    const std::string name = fresh("const");
+    onnx::TensorProto* p = g_->add_initializer();
+    p->set_name(name);
+    p->set_data_type(onnx::TensorProto::INT64);
+    p->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) p->add_int64_data(x);
+    return name;
+  }
+
+  // A node with one output; returns the output's name.
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in,
+                        std::string* out) {
+    onnx::NodeProto* n = g_->add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + std::to_string(g_->node_size()));
+    for (const auto& i : in) n->add_input(i);
+    *out = fresh(op);
+    n->add_output(*out);
+    return n;
+  }
+  std::string op(const std::string& type, const std::vector<std::string>& in) {
+    std::string out;
+    node(type, in, &out);
+    return out;
+  }
+  static void ints(onnx::NodeProto* n, const char* name, const std::vector<int64_t>& v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void integer(onnx::NodeProto* n, const char* name, int64_t v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void text(onnx::NodeProto* n, const char* name, const std::string& v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+
+  std::string conv(const std::string& x, const std::string& w, const std::string& b, int64_t k,
+                   int64_t s, int64_t p, int64_t d, int64_t groups) {
+    std::string out;
+    onnx::NodeProto* n = node("Conv", {x, w, b}, &out);
+    ints(n, "kernel_shape", {k, k});
+    ints(n, "strides", {s, s});
+    ints(n, "pads", {p, p, p, p});
+    ints(n, "dilations", {d, d});
+    integer(n, "group", groups);
+    return out;
+  }
+  std::string concat(const std::vector<std::string>& in, int64_t axis) {
+    std::string out;
+    integer(node("Concat", in, &out), "axis", axis);
+    return out;
+  }
+  std::string slice(const std::string& x, int64_t begin, int64_t end, int64_t axis) {
+    return op("Slice", {x, int64s({begin}), int64s({end}), int64s({axis})});
+  }
+  std::string scalar(float v) { return constant({{1}, {v}}); }
+
+ private:
+  std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(++count_); }
+
+  onnx::GraphProto* g_;
+  const OnnxOptions& o_;
+  int float_type_;
+  int count_ = 0;
+};
+
+void set_shape(onnx::ValueInfoProto* v, int type, const std::vector<std::string>& dims) {
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  onnx::TensorShapeProto* shape = v->mutable_type()->mutable_tensor_type()->mutable_shape();
+  for (const auto& d : dims) {
+    onnx::TensorShapeProto::Dimension* dim = shape->add_dim();
+    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
+      dim->set_dim_value(std::stoll(d));
+    } else {
+      dim->set_dim_param(d);
+    }
+  }
+}
+
+// (1, 1, ny * nx, 2): each cell's (x, y) minus 0.5, row by row, for a fixed input size.
+ExportArray fixed_grid(int64_t ny, int64_t nx) {
+  ExportArray a{{1, 1, ny * nx, 2}, {}};
+  a.values.reserve(static_cast<size_t>(ny * nx * 2));
+  for (int64_t y = 0; y < ny; ++y) {
+    for (int64_t x = 0; x < nx; ++x) {
+      a.values.push_back(static_cast<float>(x) - 0.5f);
+      a.values.push_back(static_cast<float>(y) - 0.5f);
+    }
+  }
+  return a;
+}
+
+// Level i's anchors in pixels as (1, na, 1, 2).
+ExportArray level_anchors(const ExportHead& h, int i) {
+  const auto n = static_cast<size_t>(h.na) * 2;
+  const auto begin = h.anchors.values.begin() + static_cast<std::ptrdiff_t>(n * i);
+  return {{1, h.na, 1, 2}, std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(n))};
+}
+
+// The same grid computed from the map's own height and width (--dynamic).
+std::string dynamic_grid(GraphWriter& w, const std::string& map) {
+  // Range takes scalars: the lengths are gathered with scalar indices.
+  const std::string shape = w.op("Shape", {map});
+  std::string ny, nx;
+  GraphWriter::integer(w.node("Gather", {shape, w.int64_scalar(2)}, &ny), "axis", 0);
+  GraphWriter::integer(w.node("Gather", {shape, w.int64_scalar(3)}, &nx), "axis", 0);
+  auto range = [&](const std::string& n, std::vector<int64_t> shape) {
+    std::string f;
+    onnx::NodeProto* cast =
+        w.node("Cast", {w.op("Range", {w.int64_scalar(0), n, w.int64_scalar(1)})}, &f);
+    GraphWriter::integer(cast, "to", w.float_type());
+    return w.op("Reshape", {f, w.int64s(shape)});
+  };
+  const std::string xs = range(nx, {1, -1, 1}), ys = range(ny, {-1, 1, 1});
+  const std::string zero_f = w.scalar(0.0f);
+  const std::string xg = w.op("Add", {xs, w.op("Mul", {ys, zero_f})});  // (ny, nx, 1)
+  const std::string yg = w.op("Add", {ys, w.op("Mul", {xs, zero_f})});
+  const std::string grid = w.op("Reshape", {w.concat({xg, yg}, 2), w.int64s({1, 1, -1, 2})});
+  return w.op("Sub", {grid, w.scalar(0.5f)});
+}
+
+// The fixed-size grid and anchors of one level as (1, na, ny, nx, 2), YOLOv5's own constants:
+// OpenCV's dnn module broadcasts only between equal shapes.
+ExportArray full_grid(int64_t na, int64_t ny, int64_t nx) {
+  ExportArray a{{1, na, ny, nx, 2}, {}};
+  for (int64_t k = 0; k < na; ++k) {
+    const ExportArray g = fixed_grid(ny, nx);
+    a.values.insert(a.values.end(), g.values.begin(), g.values.end());
+  }
+  return a;
+}
+ExportArray full_anchors(const ExportHead& h, int i, int64_t ny, int64_t nx) {
+  const ExportArray one = level_anchors(h, i);
+  ExportArray a{{1, h.na, ny, nx, 2}, {}};
+  for (int64_t k = 0; k < h.na; ++k) {
+    for (int64_t c = 0; c < ny * nx; ++c) {
+      a.values.push_back(one.values[2 * k]);
+      a.values.push_back(one.values[2 * k + 1]);
+    }
+  }
+  return a;
+}
+
+// One Detect level as YOLOv5 traces it: conv, (bs, na, ny, nx, no) sigmoid, xy and wh decoded
+// against the level's constants, (bs, na*ny*nx, no).
+std::string detect_level_fixed(GraphWriter& w, const ExportHead& h, int i, const std::string& y,
+                               const OnnxOptions& o) {
+  const int64_t na = h.na, no = h.no(), st = static_cast<int64_t>(h.stride[i]);
+  const int64_t ny = o.height / st, nx = o.width / st;
+  const std::string r = w.op("Reshape", {y, w.int64s({o.batch, na, no, ny, nx})});
+  std::string t;
+  GraphWriter::ints(w.node("Transpose", {r}, &t), "perm", {0, 1, 3, 4, 2});
+  const std::string s = w.op("Sigmoid", {t});
+  const std::string two = w.scalar(2.0f);
+  const std::string xy = w.op("Mul", {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 4), two}),
+                                                   w.constant(full_grid(na, ny, nx))}),
+                                      w.scalar(static_cast<float>(h.stride[i]))});
+  const std::string wh2 = w.op("Mul", {w.slice(s, 2, 4, 4), two});
+  const std::string wh =
+      w.op("Mul", {w.op("Mul", {wh2, wh2}), w.constant(full_anchors(h, i, ny, nx))});
+  const std::string cat = w.concat({xy, wh, w.slice(s, 4, no, 4)}, 4);
+  return w.op("Reshape", {cat, w.int64s({o.batch, na * ny * nx, no})});
+}
+
+// The same for any batch and size (--dynamic): the maps flattened to (bs, na, ny * nx, no), the
+// grid computed from the map's own shape.
+std::string detect_level_dynamic(GraphWriter& w, const ExportHead& h, int i, const std::string& y) {
+  const int64_t na = h.na, no = h.no();
+  const std::string r = w.op("Reshape", {y, w.int64s({0, na, no, -1})});
+  std::string t;
+  GraphWriter::ints(w.node("Transpose", {r}, &t), "perm", {0, 1, 3, 2});
+  const std::string s = w.op("Sigmoid", {t});
+  const std::string two = w.scalar(2.0f);
+  const std::string xy = w.op(
+      "Mul", {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 3), two}), dynamic_grid(w, y)}),
+              w.scalar(static_cast<float>(h.stride[i]))});
+  const std::string wh2 = w.op("Mul", {w.slice(s, 2, 4, 3), two});
+  const std::string wh =
+      w.op("Mul", {w.op("Mul", {wh2, wh2}), w.constant(level_anchors(h, i))});
+  const std::string cat = w.concat({xy, wh, w.slice(s, 4, no, 3)}, 3);
+  return w.op("Reshape", {cat, w.int64s({0, -1, no})});
+}
+
+std::string detect_level(GraphWriter& w, const ExportHead& h, int i, const std::string& x,
+                         const OnnxOptions& o) {
+  const std::string name = "detect.m." + std::to_string(i);
+  const std::string y = w.conv(x, w.weight(name + ".weight", h.weight[i]),
+                               w.weight(name + ".bias", h.bias[i]), 1, 1, 0, 1, 1);
+  return o.dynamic ? detect_level_dynamic(w, h, i, y) : detect_level_fixed(w, h, i, y, o);
+}
+
+void write_ops(GraphWriter& w, const ExportGraph& g, std::vector<std::string>& v) {
+  for (const ExportOp& op : g.ops) {
+    switch (op.kind) {
+      case ExportOp::Kind::kConv: {
+        std::string y = w.conv(v[op.inputs[0]], w.weight(op.name + ".weight", op.weight),
+                               w.weight(op.name + ".bias", op.bias), op.kernel, op.stride, op.pad,
+                               op.dilation, op.groups);
+        if (op.silu) y = w.op("Mul", {y, w.op("Sigmoid", {y})});
+        v.push_back(y);
+        break;
+      }
+      case ExportOp::Kind::kAdd:
+        v.push_back(w.op("Add", {v[op.inputs[0]], v[op.inputs[1]]}));
+        break;
+      case ExportOp::Kind::kConcat: {
+        std::vector<std::string> in;
+        for (int i : op.inputs) in.push_back(v[i]);
+        v.push_back(w.concat(in, 1));
+        break;
+      }
+      case ExportOp::Kind::kMaxPool: {
+        std::string y;
+        onnx::NodeProto* n = w.node("MaxPool", {v[op.inputs[0]]}, &y);
+        GraphWriter::ints(n, "kernel_shape", {op.kernel, op.kernel});
+        GraphWriter::ints(n, "strides", {op.stride, op.stride});
+        GraphWriter::ints(n, "pads", {op.pad, op.pad, op.pad, op.pad});
+        v.push_back(y);
+        break;
+      }
+      case ExportOp::Kind::kUpsample: {
+        // torch's nearest upsampling: source index floor(dst / scale). Resize's roi and scales
+        // are float32 whatever the data's type.
+        const auto sc = static_cast<float>(op.scale);
+        std::string y;
+        onnx::NodeProto* n = w.node(
+            "Resize", {v[op.inputs[0]], w.float32s({}), w.float32s({1.0f, 1.0f, sc, sc})}, &y);
+        GraphWriter::text(n, "mode", "nearest");
+        GraphWriter::text(n, "coordinate_transformation_mode", "asymmetric");
+        GraphWriter::text(n, "nearest_mode", "floor");
+        v.push_back(y);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool onnx_export_available() { return true; }
+
+std::string onnx_model_bytes(const ExportGraph& g, const OnnxOptions& o) {
+  if (o.opset < kMinOnnxOpset || o.opset > kMaxOnnxOpset) {
+    throw std::runtime_error("ONNX opset " + std::to_string(o.opset) + " cannot be written");
+  }
+  onnx::ModelProto model;
+  model.set_ir_version(ir_version_for(o.opset));
+  model.set_producer_name("yolo-cpp");
+  model.set_producer_version(YOLO_VERSION);
+  onnx::OperatorSetIdProto* ops = model.add_opset_import();
+  ops->set_domain("");
+  ops->set_version(o.opset);
+  auto* meta = model.add_metadata_props();
+  meta->set_key("stride");
+  meta->set_value(std::to_string(o.stride));
+  meta = model.add_metadata_props();
+  meta->set_key("names");
+  meta->set_value(python_names_dict(o.names));
+
+  onnx::GraphProto* graph = model.mutable_graph();
+  graph->set_name("yolo");
+  GraphWriter w(graph, o);
+  const std::string b = o.dynamic ? "batch" : std::to_string(o.batch);
+  set_shape(graph->add_input(), w.float_type(),
+            {b, "3", o.dynamic ? "height" : std::to_string(o.height),
+             o.dynamic ? "width" : std::to_string(o.width)});
+  graph->mutable_input(0)->set_name("images");
+  std::vector<std::string> v = {"images"};
+  write_ops(w, g, v);
+  std::vector<std::string> levels;
+  for (size_t i = 0; i < g.head.inputs.size(); ++i) {
+    levels.push_back(detect_level(w, g.head, static_cast<int>(i), v[g.head.inputs[i]], o));
+  }
+  std::string out;
+  GraphWriter::integer(w.node("Concat", levels, &out), "axis", 1);
+  // The last node's output is the graph's output0.
+  graph->mutable_node(graph->node_size() - 1)->set_output(0, "output0");
+  onnx::ValueInfoProto* output = graph->add_output();
+  output->set_name("output0");
+  set_shape(output, w.float_type(),
+            {b, o.dynamic ? "anchors" : std::to_string(g.rows(o.height, o.width)),
+             std::to_string(g.head.no())});
+  try {
+    onnx::checker::check_model(model);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, true));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("the ONNX graph failed its check: ") + e.what());
+  }
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) throw std::runtime_error("cannot serialize the ONNX model");
+  return bytes;
+}
+
+#endif
+
+}  // namespace yolo

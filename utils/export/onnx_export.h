@@ -1,0 +1,36 @@
+#pragma once
+// ONNX files as YOLOv5 v7.0's export.py writes them: input `images` (B, 3, H, W), output
+// `output0` (B, N, 5 + nc) with the Detect layer's decoding in the graph, metadata `stride` and
+// `names` (Python's dict literal, which YOLOv5's DetectMultiBackend evaluates). Written with the
+// ONNX C++ library and checked by its checker and strict shape inference; a build without it
+// (CMake found no ONNX package) says so when asked for ONNX.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "utils/export/export_graph.h"
+
+namespace yolo {
+
+constexpr int kMinOnnxOpset = 11;  // Resize and Range
+constexpr int kMaxOnnxOpset = 17;  // the newest the ONNX library in use knows
+
+struct OnnxOptions {
+  int opset = 12;
+  bool dynamic = false;  // batch, height and width named instead of fixed
+  bool half = false;     // float16 weights, input and output
+  int64_t batch = 1, height = 640, width = 640;
+  int stride = 32;  // the metadata's: the largest stride
+  std::vector<std::string> names;
+};
+
+bool onnx_export_available();
+
+// The serialized ModelProto. Throws std::runtime_error when the checker or shape inference
+// rejects the graph, or when the build has no ONNX library.
+std::string onnx_model_bytes(const ExportGraph& g, const OnnxOptions& o);
+
+// {0: 'person', 1: 'bicycle'}: the names as Python's repr of a dict, as YOLOv5 stores them.
+std::string python_names_dict(const std::vector<std::string>& names);
+
+}  // namespace yolo

@@ -1,0 +1,139 @@
+#include "utils/export/torchscript_export.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "utils/core/format.h"
+
+namespace yolo {
+
+namespace {
+
+// A parameter's attribute name: "model.2.m.0.cv1.conv.weight" -> "model_2_m_0_cv1_conv_weight".
+std::string ident(std::string name) {
+  for (char& c : name) {
+    if (c == '.') c = '_';
+  }
+  return name;
+}
+
+std::string ints(std::initializer_list<int64_t> v) {
+  std::string s = "[";
+  for (int64_t x : v) s += (s.size() > 1 ? ", " : "") + std::to_string(x);
+  return s + "]";
+}
+
+std::string number(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  std::string t = s.str();
+  if (t.find_first_of(".e") == std::string::npos) t += ".0";
+  return t;
+}
+
+// The decoding of YOLOv5's Detect.forward in eval mode, for any map size.
+constexpr const char* kDecode = R"(
+def _decode(self, y, na: int, no: int, stride: float, anchor_grid):
+    bs, ny, nx = y.size(0), y.size(2), y.size(3)
+    s = y.view([bs, na, no, ny, nx]).permute([0, 1, 3, 4, 2]).sigmoid()
+    gy = torch.arange(ny, dtype=s.dtype, device=s.device).view([ny, 1]).expand([ny, nx])
+    gx = torch.arange(nx, dtype=s.dtype, device=s.device).view([1, nx]).expand([ny, nx])
+    grid = torch.stack([gx, gy], 2).view([1, 1, ny, nx, 2]) - 0.5
+    xy = (s[..., 0:2] * 2 + grid) * stride
+    wh = (s[..., 2:4] * 2) ** 2 * anchor_grid.to(s.dtype)
+    return torch.cat([xy, wh, s[..., 4:]], 4).view([bs, na * ny * nx, no])
+)";
+
+}  // namespace
+
+std::string torchscript_source(const ExportGraph& g) {
+  std::ostringstream src;
+  src << "def forward(self, images):\n";
+  auto v = [](int id) { return id == 0 ? std::string("images") : "x" + std::to_string(id); };
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    const ExportOp& op = g.ops[k];
+    const std::string out = v(static_cast<int>(k) + 1);
+    src << "    " << out << " = ";
+    switch (op.kind) {
+      case ExportOp::Kind::kConv:
+        src << "torch.conv2d(" << v(op.inputs[0]) << ", self." << ident(op.name + ".weight")
+            << ", self." << ident(op.name + ".bias") << ", " << ints({op.stride, op.stride})
+            << ", " << ints({op.pad, op.pad}) << ", " << ints({op.dilation, op.dilation}) << ", "
+            << op.groups << ")\n";
+        if (op.silu) src << "    " << out << " = torch.silu(" << out << ")\n";
+        break;
+      case ExportOp::Kind::kAdd:
+        src << v(op.inputs[0]) << " + " << v(op.inputs[1]) << "\n";
+        break;
+      case ExportOp::Kind::kConcat: {
+        src << "torch.cat([";
+        for (size_t i = 0; i < op.inputs.size(); ++i) src << (i ? ", " : "") << v(op.inputs[i]);
+        src << "], 1)\n";
+        break;
+      }
+      case ExportOp::Kind::kMaxPool:
+        src << "torch.max_pool2d(" << v(op.inputs[0]) << ", " << ints({op.kernel, op.kernel})
+            << ", " << ints({op.stride, op.stride}) << ", " << ints({op.pad, op.pad})
+            << ", [1, 1], False)\n";
+        break;
+      case ExportOp::Kind::kUpsample:
+        src << "torch.upsample_nearest2d(" << v(op.inputs[0]) << ", None, [" << number(op.scale)
+            << ", " << number(op.scale) << "])\n";
+        break;
+    }
+  }
+  const ExportHead& h = g.head;
+  src << "    levels = [";
+  for (size_t i = 0; i < h.inputs.size(); ++i) {
+    const std::string conv = "detect_m_" + std::to_string(i);
+    src << (i ? ",\n              " : "") << "self._decode(torch.conv2d(" << v(h.inputs[i])
+        << ", self." << conv << "_weight, self." << conv << "_bias), " << h.na << ", " << h.no()
+        << ", " << number(h.stride[i]) << ", self.anchor_grid_" << i << ")";
+  }
+  src << "]\n    return torch.cat(levels, 1)\n" << kDecode;
+  return src.str();
+}
+
+std::string torchscript_config_json(const TorchScriptOptions& o) {
+  std::string s = "{\"shape\": [";
+  for (size_t i = 0; i < o.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(o.shape[i]);
+  s += "], \"stride\": " + std::to_string(o.stride) + ", \"names\": {";
+  for (size_t i = 0; i < o.names.size(); ++i) {
+    s += (i ? ", " : "") + json_quote(std::to_string(i)) + ": " + json_quote(o.names[i]);
+  }
+  return s + "}, \"dynamic\": true}";
+}
+
+std::string torchscript_bytes(const ExportGraph& g, const TorchScriptOptions& o) {
+  const torch::Dtype dtype = o.half ? torch::kHalf : torch::kFloat;
+  auto tensor = [&](const ExportArray& a) {
+    return torch::from_blob(const_cast<float*>(a.values.data()), a.dims, torch::kFloat)
+        .to(o.device, dtype, /*non_blocking=*/false, /*copy=*/true);
+  };
+  torch::jit::Module m("__torch__.yolo.DetectionModel");
+  auto param = [&](const std::string& name, const ExportArray& a) {
+    m.register_parameter(ident(name), tensor(a), /*is_buffer=*/false);
+  };
+  for (const ExportOp& op : g.ops) {
+    if (op.kind != ExportOp::Kind::kConv) continue;
+    param(op.name + ".weight", op.weight);
+    param(op.name + ".bias", op.bias);
+  }
+  const ExportHead& h = g.head;
+  for (size_t i = 0; i < h.inputs.size(); ++i) {
+    param("detect.m." + std::to_string(i) + ".weight", h.weight[i]);
+    param("detect.m." + std::to_string(i) + ".bias", h.bias[i]);
+    m.register_buffer("anchor_grid_" + std::to_string(i),
+                      tensor(h.anchors)[static_cast<int64_t>(i)].view({1, h.na, 1, 1, 2}));
+  }
+  m.define(torchscript_source(g));
+  m.eval();
+  std::ostringstream os;
+  m.save(os, {{"config.txt", torchscript_config_json(o)}});
+  return os.str();
+}
+
+}  // namespace yolo
