@@ -308,12 +308,14 @@ CanvasRecipe YoloDataset::mosaic_recipe(size_t first, Rng& rng, PixelBoxes& boxe
   return c;
 }
 
-// The image letterboxed to its rect batch shape or imgsz square; warped when augmenting.
+// The image letterboxed to its rect batch shape, the fixed letterbox shape or imgsz square; warped
+// when augmenting.
 CanvasRecipe YoloDataset::letterbox_recipe(size_t idx, Rng& rng, PixelBoxes& boxes,
                                            ShapeInfo& shape) const {
   const cv::Mat im = load_image(idx);
-  const cv::Size target =
-      opt_.rect ? batch_shapes_[idx / opt_.batch_size] : cv::Size(opt_.imgsz, opt_.imgsz);
+  const cv::Size target = opt_.rect                      ? batch_shapes_[idx / opt_.batch_size]
+                          : opt_.letterbox_shape.empty() ? cv::Size(opt_.imgsz, opt_.imgsz)
+                                                         : opt_.letterbox_shape;
   const LetterboxResult lb =
       letterbox_plan(im.size(), target, false, false, opt_.augment, opt_.stride);
   const cv::Size orig = sizes_[idx];

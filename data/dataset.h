@@ -21,7 +21,10 @@ struct DatasetOptions {
   bool rect = false;     // rectangular batches (sorted by aspect ratio; no mosaic)
   bool single_cls = false;
   int stride = 32;
-  double pad = 0.0;   // rect padding in strides (YOLOv5: 0.0 train, 0.5 val)
+  double pad = 0.0;  // rect padding in strides (YOLOv5: 0.0 train, 0.5 val)
+  // Without rect: the size every image is letterboxed into after its resize to imgsz (a
+  // fixed-input model's); empty means imgsz x imgsz.
+  cv::Size letterbox_shape;
   std::string cache;  // "", "ram" or "disk"
   // Without "ram": the bytes of decoded, resized images kept in memory (see ImageCache); -1 the
   // default (default_image_cache_bytes()), 0 none.

@@ -14,12 +14,11 @@ int autopad(int k, int p, int d) {
 
 ConvImpl::ConvImpl(int c1, int c2, int k, int s, int p, int g, int d, bool act)
     : act_(act), pad_(autopad(k, p, d)) {
-  conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(c1, c2, k)
-                                                       .stride(s)
-                                                       .padding(pad_)
-                                                       .groups(g)
-                                                       .dilation(d)
-                                                       .bias(false)));
+  conv = register_module(
+      "conv",
+      torch::nn::Conv2d(
+          torch::nn::Conv2dOptions(c1, c2, k).stride(s).padding(pad_).groups(g).dilation(d).bias(
+              false)));
   torch::nn::BatchNorm2d bn(torch::nn::BatchNorm2dOptions(c2).eps(kBnEps).momentum(kBnMomentum));
   bn_ = torch::nn::AnyModule(bn);
   register_module("bn", bn);

@@ -23,7 +23,7 @@ class ConvImpl : public torch::nn::Module {
   // Folds the BatchNorm into the convolution (inference only); later forwards skip the BN.
   void fuse();
   bool fused() const { return fused_; }
-  bool act() const { return act_; }   // SiLU after the convolution
+  bool act() const { return act_; }     // SiLU after the convolution
   int padding() const { return pad_; }  // the same on both sides and in both dimensions
   // The normalisation layer: a BatchNorm2d, or whatever replace_norm installed (SyncBatchNorm).
   std::shared_ptr<torch::nn::Module> norm() const { return bn_.ptr(); }

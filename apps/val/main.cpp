@@ -1,4 +1,5 @@
 // val: evaluates weights on a dataset split, printing YOLOv5's results table (val.py flags).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -103,29 +104,22 @@ int run(int argc, char** argv) {
   const bool single_cls = a.single_cls || model.single_cls();
   const int gs = model.stride();
   int imgsz = yolo::check_img_size(a.imgsz, gs);
-  // A file fixed to one input size is validated at that size, on square letterboxed images.
+  // A file fixed to one input size: every image is resized to --imgsz (at most that size) and
+  // letterboxed into it, YOLOv5's square protocol when the export's size is --imgsz.
   const bool fixed = model.fixed_height() > 0;
-  if (fixed) {
-    if (model.fixed_height() != model.fixed_width()) {
-      throw yolo::UsageError("--weights: " + a.weights + " takes " +
-                             std::to_string(model.fixed_height()) + "x" +
-                             std::to_string(model.fixed_width()) +
-                             " images; val needs a square export (export --imgsz N)");
-    }
-    if (model.fixed_height() != imgsz) {
-      yolo::log_info(a.weights + " takes " + std::to_string(model.fixed_height()) +
-                     "x" + std::to_string(model.fixed_width()) + " images: validating at " +
-                     std::to_string(model.fixed_height()) + " (not --imgsz " +
-                     std::to_string(a.imgsz) + ")");
-    }
-    imgsz = static_cast<int>(model.fixed_height());
+  const int shape_h = fixed ? static_cast<int>(model.fixed_height()) : imgsz;
+  const int shape_w = fixed ? static_cast<int>(model.fixed_width()) : imgsz;
+  if (fixed && imgsz > std::min(shape_h, shape_w)) {
+    yolo::log_info(a.weights + " takes " + std::to_string(shape_h) + "x" + std::to_string(shape_w) +
+                   " images: validating at --imgsz " + std::to_string(std::min(shape_h, shape_w)));
+    imgsz = std::min(shape_h, shape_w);
   }
   const yolo::DatasetConfig dc =
       yolo::load_dataset_config(yolo::resolve_config(data_yaml, yolo::ConfigKind::kData, "--data"));
   if (!model.pytorch() && !single_cls && dc.nc != model.nc()) {
     throw yolo::UsageError("--data: " + dc.yaml_path + " names " + std::to_string(dc.nc) +
-                           " classes but " + a.weights + " detects " +
-                           std::to_string(model.nc()) + "; pass the data it was trained on");
+                           " classes but " + a.weights + " detects " + std::to_string(model.nc()) +
+                           "; pass the data it was trained on");
   }
   yolo::ensure_dataset(dc);
   if (dc.split(task).empty())
@@ -135,6 +129,7 @@ int run(int argc, char** argv) {
   o.imgsz = imgsz;
   o.batch_size = batch;
   o.rect = !fixed;
+  if (fixed) o.letterbox_shape = cv::Size(shape_w, shape_h);
   o.pad = 0.5;
   o.stride = gs;
   o.single_cls = single_cls;
@@ -184,7 +179,7 @@ int run(int argc, char** argv) {
   std::snprintf(speed, sizeof(speed),
                 "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape "
                 "(%d, 3, %d, %d)",
-                res.ms_pre, res.ms_inf, res.ms_nms, batch, imgsz, imgsz);
+                res.ms_pre, res.ms_inf, res.ms_nms, batch, shape_h, shape_w);
   yolo::log_info(speed);
   if (cfg.save_json) {
     const std::string json = (std::filesystem::path(cfg.save_dir) / cfg.json_name).string();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: test_layers.sh SOURCE_ROOT
 # The libraries include only from the layers before them (docs/ARCHITECTURE.md):
-#   core -> models, data -> viz -> eval -> distributed -> engine -> apps
+#   core -> models, data -> viz -> eval -> export, distributed -> engine -> apps
 # so the dependency order stays acyclic; apps/ never holds code another folder includes. Inside
 # utils/core the foundation (its top-level files) includes neither io/ nor runtime/, and those two
 # do not include each other. val and detect do not include training's libraries.
@@ -14,9 +14,10 @@ declare -A ALLOWED=(
   [data]="utils/core data"
   [utils/viz]="utils/core utils/viz"
   [utils/eval]="utils/core models data utils/viz utils/eval"
+  [utils/export]="utils/core models data utils/viz utils/eval utils/export"
   [utils/distributed]="utils/core models utils/distributed"
   [utils/engine]="utils/core models data utils/viz utils/eval utils/distributed utils/engine"
-  [apps]="utils/core models data utils/viz utils/eval utils/distributed utils/engine"
+  [apps]="utils/core models data utils/viz utils/eval utils/export utils/distributed utils/engine"
 )
 bad=0
 for layer in "${!ALLOWED[@]}"; do
@@ -52,9 +53,10 @@ forbid utils/core/io 'utils/core/runtime/' "utils/core/io does not use utils/cor
 forbid utils/core/runtime 'utils/core/io/' "utils/core/runtime does not use utils/core/io"
 forbid apps/val 'utils/(engine|distributed)/' "val uses no training library"
 forbid apps/detect 'utils/(engine|distributed)/' "detect uses no training library"
+forbid apps/export 'utils/(engine|distributed)/' "export uses no training library"
 for f in $(find utils -maxdepth 1 -name '*.h' -o -maxdepth 1 -name '*.cpp'); do
-  echo "$f: sources belong in a layer's folder (utils/core, viz, eval, distributed or engine)"
+  echo "$f: sources belong in a layer's folder (utils/core, viz, eval, export, distributed or engine)"
   bad=1
 done
 ((bad == 0)) || { echo "FAIL: includes against the layer order"; exit 1; }
-echo "layers ok: core -> models, data -> viz -> eval -> distributed -> engine -> apps"
+echo "layers ok: core -> models, data -> viz -> eval -> export, distributed -> engine -> apps"

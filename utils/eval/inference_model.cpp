@@ -60,6 +60,14 @@ const char* format_name(WeightsFormat f) {
   }
 }
 
+bool onnx_runtime_available() {
+#ifdef YOLO_WITH_OPENCV_DNN
+  return true;
+#else
+  return false;
+#endif
+}
+
 InferenceModel::~InferenceModel() = default;
 InferenceModel::InferenceModel(InferenceModel&&) noexcept = default;
 
@@ -119,8 +127,8 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
         fixed_w_ = c["shape"][3].as<int64_t>();
       }
     } catch (const YAML::Exception& e) {
-      throw std::runtime_error(weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" +
-                               e.msg + ")");
+      throw std::runtime_error(
+          weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" + e.msg + ")");
     }
     return;
   }
@@ -129,8 +137,9 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
   const auto stride = info.metadata.find("stride");
   const auto names = info.metadata.find("names");
   if (stride == info.metadata.end() || names == info.metadata.end()) {
-    throw std::runtime_error(weights + ": no 'stride' and 'names' metadata; export the file with "
-                                       "export or YOLOv5's export.py");
+    throw std::runtime_error(weights +
+                             ": no 'stride' and 'names' metadata; export the file with "
+                             "export or YOLOv5's export.py");
   }
   try {
     stride_ = std::stoi(stride->second);
@@ -194,8 +203,8 @@ torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
     torch::Tensor part = host.slice(0, b, std::min(n, b + chunk));
     const int64_t real = part.size(0);
     if (real < chunk) {
-      part = torch::cat({part, torch::zeros({chunk - real, host.size(1), host.size(2),
-                                              host.size(3)})});
+      part = torch::cat(
+          {part, torch::zeros({chunk - real, host.size(1), host.size(2), host.size(3)})});
     }
     part = part.contiguous();
     const int sizes[4] = {static_cast<int>(part.size(0)), static_cast<int>(part.size(1)),

@@ -18,6 +18,8 @@ enum class WeightsFormat { kPyTorch, kTorchScript, kOnnx };
 // By the file's suffix: .torchscript, .onnx, anything else a PyTorch checkpoint.
 WeightsFormat weights_format(const std::string& path);
 const char* format_name(WeightsFormat f);
+// Whether this build runs ONNX files (OpenCV's dnn module was found).
+bool onnx_runtime_available();
 
 struct InferenceOptions {
   std::string cfg, data;  // .pt only: override what the checkpoint says

@@ -138,8 +138,8 @@ OnnxInfo read_onnx_info(const std::string& path) {
 
 std::vector<std::string> parse_python_names(const std::string& text) {
   const auto bad = [&](const std::string& why) {
-    return std::runtime_error("the names metadata is not a dict of class names (" + why + "): " +
-                              text.substr(0, 80));
+    return std::runtime_error("the names metadata is not a dict of class names (" + why +
+                              "): " + text.substr(0, 80));
   };
   size_t p = 0;
   const auto skip_space = [&] {

@@ -21,16 +21,16 @@ struct ExportArray {
 struct ExportOp {
   enum class Kind { kConv, kAdd, kConcat, kMaxPool, kUpsample };
   Kind kind = Kind::kConv;
-  std::vector<int> inputs;  // value ids
-  std::string name;         // kConv: the parameters' prefix, e.g. "model.2.m.0.cv1.conv"
+  std::vector<int> inputs;   // value ids
+  std::string name;          // kConv: the parameters' prefix, e.g. "model.2.m.0.cv1.conv"
   ExportArray weight, bias;  // kConv: BatchNorm folded in
   int64_t kernel = 1, stride = 1, pad = 0, dilation = 1, groups = 1;  // kConv, kMaxPool
-  bool silu = false;    // kConv: x * sigmoid(x) after it
-  double scale = 2.0;   // kUpsample: nearest, both dimensions
+  bool silu = false;   // kConv: x * sigmoid(x) after it
+  double scale = 2.0;  // kUpsample: nearest, both dimensions
 };
 
 struct ExportHead {
-  std::vector<int> inputs;                  // value ids, one per level
+  std::vector<int> inputs;                // value ids, one per level
   std::vector<ExportArray> weight, bias;  // per level: the 1x1 convolution
   std::vector<double> stride;             // pixels per cell, per level
   ExportArray anchors;                    // (levels, na, 2) in pixels

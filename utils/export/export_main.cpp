@@ -55,9 +55,8 @@ const std::vector<cli::Flag<ExportArgs>>& flags() {
 
 // export.py's formats that this program does not write, and what to do instead.
 bool is_other_yolov5_format(const std::string& f) {
-  static const std::vector<std::string> kOther = {"openvino", "engine", "coreml", "saved_model",
-                                                  "pb",       "tflite", "edgetpu", "tfjs",
-                                                  "paddle"};
+  static const std::vector<std::string> kOther = {
+      "openvino", "engine", "coreml", "saved_model", "pb", "tflite", "edgetpu", "tfjs", "paddle"};
   return std::find(kOther.begin(), kOther.end(), f) != kOther.end();
 }
 
@@ -152,9 +151,9 @@ ExportResult run_export(const ExportArgs& a) {
   const std::vector<int64_t> in_shape = {a.batch_size, 3, h, w};
 
   torch::NoGradGuard no_grad;
-  const torch::Tensor im =
-      torch::zeros(in_shape, torch::TensorOptions().device(dev.device).dtype(
-                                 a.half ? torch::kHalf : torch::kFloat));
+  const torch::Tensor im = torch::zeros(
+      in_shape,
+      torch::TensorOptions().device(dev.device).dtype(a.half ? torch::kHalf : torch::kFloat));
   const torch::Tensor y = lm.model->forward(im).pred;
   ExportResult result;
   result.output_shape = y.sizes().vec();

@@ -18,7 +18,7 @@ struct ExportArgs {
 };
 
 struct ExportResult {
-  std::vector<std::string> files;  // what was written, in --include's order
+  std::vector<std::string> files;     // what was written, in --include's order
   std::vector<int64_t> output_shape;  // (B, N, 5 + nc) for the export's input shape
 };
 

@@ -12,13 +12,39 @@
 
 namespace yolo {
 
+uint16_t float16_bits(float f) {
+  uint32_t x = 0;
+  std::memcpy(&x, &f, sizeof(x));
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  uint32_t mant = x & 0x7fffffu;
+  const int exp = static_cast<int>((x >> 23) & 0xffu);
+  if (exp == 0xff) return sign | 0x7c00u | (mant ? 0x200u : 0u);  // inf, NaN
+  const int e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00u;  // too large: inf
+  uint32_t h = 0, rem = 0, halfway = 0;
+  if (e <= 0) {  // a subnormal half, or zero
+    if (e < -10) return sign;
+    mant |= 0x800000u;
+    const int shift = 14 - e;
+    h = mant >> shift;
+    rem = mant & ((1u << shift) - 1);
+    halfway = 1u << (shift - 1);
+  } else {
+    h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+    rem = mant & 0x1fffu;
+    halfway = 0x1000u;
+  }
+  if (rem > halfway || (rem == halfway && (h & 1u))) ++h;  // a carry moves into the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+
 std::string python_names_dict(const std::vector<std::string>& names) {
   std::string s = "{";
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& n = names[i];
     // Python's repr: single quotes unless the text has one and no double quote.
-    const char q = n.find('\'') != std::string::npos && n.find('"') == std::string::npos ? '"'
-                                                                                         : '\'';
+    const char q =
+        n.find('\'') != std::string::npos && n.find('"') == std::string::npos ? '"' : '\'';
     std::string lit(1, q);
     for (const char ch : n) {
       const auto u = static_cast<unsigned char>(ch);
@@ -66,33 +92,6 @@ int64_t ir_version_for(int opset) {
   return 8;
 }
 
-// IEEE 754 binary16 bits of `f`, rounded to nearest even (as torch's .half()).
-uint16_t half_bits(float f) {
-  uint32_t x = 0;
-  std::memcpy(&x, &f, sizeof(x));
-  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  uint32_t mant = x & 0x7fffffu;
-  const int exp = static_cast<int>((x >> 23) & 0xffu);
-  if (exp == 0xff) return sign | 0x7c00u | (mant ? 0x200u : 0u);  // inf, NaN
-  const int e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00u;  // too large: inf
-  uint32_t h = 0, rem = 0, halfway = 0;
-  if (e <= 0) {  // a subnormal half, or zero
-    if (e < -10) return sign;
-    mant |= 0x800000u;
-    const int shift = 14 - e;
-    h = mant >> shift;
-    rem = mant & ((1u << shift) - 1);
-    halfway = 1u << (shift - 1);
-  } else {
-    h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
-    rem = mant & 0x1fffu;
-    halfway = 0x1000u;
-  }
-  if (rem > halfway || (rem == halfway && (h & 1u))) ++h;  // a carry moves into the exponent
-  return static_cast<uint16_t>(sign | h);
-}
-
 class GraphWriter {
  public:
   GraphWriter(onnx::GraphProto* g, const OnnxOptions& o)
@@ -109,7 +108,7 @@ class GraphWriter {
     if (o_.half) {
       std::string raw(a.values.size() * 2, '\0');
       for (size_t i = 0; i < a.values.size(); ++i) {
-        const uint16_t h = half_bits(a.values[i]);
+        const uint16_t h = float16_bits(a.values[i]);
         std::memcpy(&raw[2 * i], &h, 2);  // little-endian, as ONNX's raw_data
       }
       p->set_raw_data(raw);
@@ -300,9 +299,10 @@ std::string detect_level_fixed(GraphWriter& w, const ExportHead& h, int i, const
   GraphWriter::ints(w.node("Transpose", {r}, &t), "perm", {0, 1, 3, 4, 2});
   const std::string s = w.op("Sigmoid", {t});
   const std::string two = w.scalar(2.0f);
-  const std::string xy = w.op("Mul", {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 4), two}),
-                                                   w.constant(full_grid(na, ny, nx))}),
-                                      w.scalar(static_cast<float>(h.stride[i]))});
+  const std::string xy = w.op(
+      "Mul",
+      {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 4), two}), w.constant(full_grid(na, ny, nx))}),
+       w.scalar(static_cast<float>(h.stride[i]))});
   const std::string wh2 = w.op("Mul", {w.slice(s, 2, 4, 4), two});
   const std::string wh =
       w.op("Mul", {w.op("Mul", {wh2, wh2}), w.constant(full_anchors(h, i, ny, nx))});
@@ -319,12 +319,11 @@ std::string detect_level_dynamic(GraphWriter& w, const ExportHead& h, int i, con
   GraphWriter::ints(w.node("Transpose", {r}, &t), "perm", {0, 1, 3, 2});
   const std::string s = w.op("Sigmoid", {t});
   const std::string two = w.scalar(2.0f);
-  const std::string xy = w.op(
-      "Mul", {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 3), two}), dynamic_grid(w, y)}),
-              w.scalar(static_cast<float>(h.stride[i]))});
+  const std::string xy =
+      w.op("Mul", {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 3), two}), dynamic_grid(w, y)}),
+                   w.scalar(static_cast<float>(h.stride[i]))});
   const std::string wh2 = w.op("Mul", {w.slice(s, 2, 4, 3), two});
-  const std::string wh =
-      w.op("Mul", {w.op("Mul", {wh2, wh2}), w.constant(level_anchors(h, i))});
+  const std::string wh = w.op("Mul", {w.op("Mul", {wh2, wh2}), w.constant(level_anchors(h, i))});
   const std::string cat = w.concat({xy, wh, w.slice(s, 4, no, 3)}, 3);
   return w.op("Reshape", {cat, w.int64s({0, -1, no})});
 }

@@ -30,6 +30,9 @@ bool onnx_export_available();
 // rejects the graph, or when the build has no ONNX library.
 std::string onnx_model_bytes(const ExportGraph& g, const OnnxOptions& o);
 
+// IEEE 754 binary16 bits of `f`, rounded to nearest even (as torch's .half()): --half's weights.
+uint16_t float16_bits(float f);
+
 // {0: 'person', 1: 'bicycle'}: the names as Python's repr of a dict, as YOLOv5 stores them.
 std::string python_names_dict(const std::vector<std::string>& names);
 

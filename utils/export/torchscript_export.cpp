@@ -60,8 +60,8 @@ std::string torchscript_source(const ExportGraph& g) {
     switch (op.kind) {
       case ExportOp::Kind::kConv:
         src << "torch.conv2d(" << v(op.inputs[0]) << ", self." << ident(op.name + ".weight")
-            << ", self." << ident(op.name + ".bias") << ", " << ints({op.stride, op.stride})
-            << ", " << ints({op.pad, op.pad}) << ", " << ints({op.dilation, op.dilation}) << ", "
+            << ", self." << ident(op.name + ".bias") << ", " << ints({op.stride, op.stride}) << ", "
+            << ints({op.pad, op.pad}) << ", " << ints({op.dilation, op.dilation}) << ", "
             << op.groups << ")\n";
         if (op.silu) src << "    " << out << " = torch.silu(" << out << ")\n";
         break;

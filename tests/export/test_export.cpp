@@ -1,0 +1,197 @@
+// utils/export: the lowering, the TorchScript and ONNX writers, and the files read back the way
+// val and detect read them (utils/eval/inference_model).
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "models/yolo.h"
+#include "utils/core/paths.h"
+#include "utils/eval/inference_model.h"
+#include "utils/eval/onnx_info.h"
+#include "utils/export/export_graph.h"
+#include "utils/export/onnx_export.h"
+#include "utils/export/torchscript_export.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kNames = {"circle", "rect'angle", "tri\"ang\\le"};
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(0);
+    model_ = yolo::build_model(yolo::project_root() + "/configs/models/yolov5n.yaml", 3);
+    model_->eval();
+    model_->fuse();
+    dir_ = fs::temp_directory_path() /
+           ("yolo_export_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  torch::Tensor expected(const torch::Tensor& x) {
+    torch::NoGradGuard no_grad;
+    return model_->forward(x).pred;
+  }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  static void expect_close(const torch::Tensor& got, const torch::Tensor& want) {
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-4))
+        << "max difference " << (got - want).abs().max().item<double>();
+  }
+
+  yolo::DetectionModel model_{nullptr};
+  fs::path dir_;
+};
+
+TEST(Float16Bits, EqualTorchsRounding) {
+  std::mt19937 rng(1);
+  std::vector<float> v = {
+      0.0f,          -0.0f,         1.0f,    -2.5f,   65504.0f,
+      65520.0f,      1e-8f,         6.0e-8f, 3.0e-5f, std::numeric_limits<float>::infinity(),
+      1.0009765625f, 1.00048828125f};
+  std::uniform_real_distribution<float> u(-1000.0f, 1000.0f);
+  std::uniform_real_distribution<float> small(-1e-4f, 1e-4f);
+  for (int i = 0; i < 2000; ++i) v.push_back(i % 2 ? u(rng) : small(rng));
+  const torch::Tensor h = torch::tensor(v).to(torch::kHalf).contiguous();
+  const auto* bits = reinterpret_cast<const uint16_t*>(h.data_ptr());
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(yolo::float16_bits(v[i]), bits[i]) << "value " << v[i];
+  }
+}
+
+TEST(PythonNames, RoundTripThroughTheDictLiteral) {
+  const std::vector<std::string> names = {"person",      "it's",      "say \"hi\"",
+                                          "back\\slash", "new\nline", "caf\xc3\xa9"};
+  const std::string text = yolo::python_names_dict(names);
+  EXPECT_EQ(text.substr(0, 30), "{0: 'person', 1: \"it's\", 2: 's");
+  EXPECT_EQ(yolo::parse_python_names(text), names);
+  EXPECT_THROW(yolo::parse_python_names("[1, 2]"), std::runtime_error);
+  EXPECT_THROW(yolo::parse_python_names("{1: 'a'}"), std::runtime_error);  // keys from 0
+}
+
+TEST_F(ExportTest, LoweringRefusesAnUnfusedModel) {
+  yolo::DetectionModel raw =
+      yolo::build_model(yolo::project_root() + "/configs/models/yolov5n.yaml", 3);
+  try {
+    yolo::lower_model(*raw);
+    FAIL() << "an unfused model was lowered";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ExportTest, LoweringCountsTheModelsRows) {
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  EXPECT_EQ(g.head.nc, 3);
+  EXPECT_EQ(g.head.inputs.size(), 3u);
+  EXPECT_EQ(g.rows(64, 96), expected(torch::rand({1, 3, 64, 96})).size(1));
+}
+
+// The scripted module computes the model's predictions at any batch and size, from C++'s loader
+// and through InferenceModel with the names of its config.txt.
+TEST_F(ExportTest, TorchScriptMatchesTheModelAtAnyShape) {
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  yolo::TorchScriptOptions o;
+  o.shape = {1, 3, 64, 64};
+  o.names = kNames;
+  const std::string path = write("m.torchscript", yolo::torchscript_bytes(g, o));
+  torch::jit::Module m = torch::jit::load(path);
+  torch::NoGradGuard no_grad;
+  for (const auto& shape : {std::vector<int64_t>{1, 3, 64, 64}, {2, 3, 96, 64}}) {
+    const torch::Tensor x = torch::rand(shape);
+    expect_close(m.forward({x}).toTensor(), expected(x));
+  }
+  yolo::InferenceModel im(path, {});
+  EXPECT_EQ(im.names(), kNames);
+  EXPECT_EQ(im.stride(), 32);
+  EXPECT_EQ(im.fixed_height(), 0);  // scripted: any size
+  const torch::Tensor x = torch::rand({1, 3, 32, 128});
+  expect_close(im.predict(x), expected(x));
+}
+
+TEST_F(ExportTest, OnnxFileCarriesShapeAndMetadata) {
+  if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  yolo::OnnxOptions o;
+  o.batch = 2;
+  o.height = 64;
+  o.width = 96;
+  o.names = kNames;
+  yolo::OnnxInfo info = yolo::read_onnx_info(write("fixed.onnx", yolo::onnx_model_bytes(g, o)));
+  EXPECT_EQ(info.input_name, "images");
+  EXPECT_EQ(info.input_shape, (std::vector<int64_t>{2, 3, 64, 96}));
+  EXPECT_EQ(info.input_elem_type, 1);
+  EXPECT_EQ(info.metadata.at("stride"), "32");
+  EXPECT_EQ(yolo::parse_python_names(info.metadata.at("names")), kNames);
+
+  o.dynamic = true;
+  info = yolo::read_onnx_info(write("dynamic.onnx", yolo::onnx_model_bytes(g, o)));
+  EXPECT_EQ(info.input_shape, (std::vector<int64_t>{0, 3, 0, 0}));
+  for (int opset = yolo::kMinOnnxOpset; opset <= yolo::kMaxOnnxOpset; ++opset) {
+    o.opset = opset;
+    EXPECT_NO_THROW(yolo::onnx_model_bytes(g, o)) << "opset " << opset;  // checked inside
+  }
+  o.dynamic = false;
+  o.opset = 12;
+  o.half = true;
+  info = yolo::read_onnx_info(write("half.onnx", yolo::onnx_model_bytes(g, o)));
+  EXPECT_EQ(info.input_elem_type, 10);
+}
+
+// The fixed-size file run by OpenCV's dnn module, as val and detect run it: the model's numbers,
+// any batch (in chunks of the file's), and a clear error for another image size.
+TEST_F(ExportTest, OnnxRunsInOpenCvDnnAsTheModel) {
+  if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
+  if (!yolo::onnx_runtime_available()) GTEST_SKIP() << "built without OpenCV's dnn module";
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  yolo::OnnxOptions o;
+  o.height = 64;
+  o.width = 96;
+  o.names = kNames;
+  const std::string path = write("best.onnx", yolo::onnx_model_bytes(g, o));
+  yolo::InferenceModel im(path, {});
+  EXPECT_EQ(im.names(), kNames);
+  EXPECT_EQ(im.fixed_height(), 64);
+  EXPECT_EQ(im.fixed_width(), 96);
+  const torch::Tensor x = torch::rand({3, 3, 64, 96});
+  expect_close(im.predict(x), expected(x));
+  try {
+    im.predict(torch::rand({1, 3, 64, 64}));
+    FAIL() << "another size ran";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("64x96"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ExportTest, NoModelIsRefusedNamingTheFile) {
+  const std::string onnx = write("junk.onnx", "definitely not protobuf \xff\xff\xff");
+  try {
+    yolo::InferenceModel im(onnx, {});
+    FAIL() << "junk loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(onnx), std::string::npos) << e.what();
+  }
+  const std::string ts = write("junk.torchscript", "PK not a zip");
+  try {
+    yolo::InferenceModel im(ts, {});
+    FAIL() << "junk loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(ts), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
