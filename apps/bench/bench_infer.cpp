@@ -468,6 +468,7 @@ int bench(const BenchArgs& a, bool cfg_given) {
   detect_table(a, p, y5, work.path(), fail);
   if (!a.out.empty()) std::printf("work folder kept: %s\n", work.path().c_str());
   yolo::set_log_enabled(true);
+  std::fflush(stdout);
   if (fail.count > 0) {
     std::fprintf(stderr, "bench_infer: %d measurement(s) failed: see the rows above\n", fail.count);
     return 1;

@@ -162,13 +162,19 @@ TEST_F(ExportTest, OnnxRunsInOpenCvDnnAsTheModel) {
   o.height = 64;
   o.width = 96;
   o.names = kNames;
-  const std::string path = write("best.onnx", yolo::onnx_model_bytes(g, o));
-  yolo::InferenceModel im(path, {});
-  EXPECT_EQ(im.names(), kNames);
-  EXPECT_EQ(im.fixed_height(), 64);
-  EXPECT_EQ(im.fixed_width(), 96);
-  const torch::Tensor x = torch::rand({3, 3, 64, 96});
-  expect_close(im.predict(x), expected(x));
+  for (const int64_t batch : {1, 4}) {  // batch 4: OpenCV 4.6 broadcasts batch-1 constants wrong
+    o.batch = batch;
+    const std::string path = write("b" + std::to_string(batch) + ".onnx",
+                                   yolo::onnx_model_bytes(g, o));
+    yolo::InferenceModel im(path, {});
+    EXPECT_EQ(im.names(), kNames);
+    EXPECT_EQ(im.fixed_height(), 64);
+    EXPECT_EQ(im.fixed_width(), 96);
+    const torch::Tensor x = torch::rand({5, 3, 64, 96});  // in chunks, the last one padded
+    expect_close(im.predict(x), expected(x));
+  }
+  o.batch = 1;
+  yolo::InferenceModel im(write("best.onnx", yolo::onnx_model_bytes(g, o)), {});
   try {
     im.predict(torch::rand({1, 3, 64, 64}));
     FAIL() << "another size ran";

@@ -266,23 +266,25 @@ std::string dynamic_grid(GraphWriter& w, const std::string& map) {
   return w.op("Sub", {grid, w.scalar(0.5f)});
 }
 
-// The fixed-size grid and anchors of one level as (1, na, ny, nx, 2), YOLOv5's own constants:
-// OpenCV's dnn module broadcasts only between equal shapes.
-ExportArray full_grid(int64_t na, int64_t ny, int64_t nx) {
-  ExportArray a{{1, na, ny, nx, 2}, {}};
-  for (int64_t k = 0; k < na; ++k) {
-    const ExportArray g = fixed_grid(ny, nx);
+// The fixed-size grid and anchors of one level as (batch, na, ny, nx, 2) constants: OpenCV's dnn
+// module broadcasts a constant only over some shapes (YOLOv5's batch-1 ones failed beyond batch 1).
+ExportArray full_grid(int64_t batch, int64_t na, int64_t ny, int64_t nx) {
+  ExportArray a{{batch, na, ny, nx, 2}, {}};
+  const ExportArray g = fixed_grid(ny, nx);
+  for (int64_t k = 0; k < batch * na; ++k) {
     a.values.insert(a.values.end(), g.values.begin(), g.values.end());
   }
   return a;
 }
-ExportArray full_anchors(const ExportHead& h, int i, int64_t ny, int64_t nx) {
+ExportArray full_anchors(const ExportHead& h, int i, int64_t batch, int64_t ny, int64_t nx) {
   const ExportArray one = level_anchors(h, i);
-  ExportArray a{{1, h.na, ny, nx, 2}, {}};
-  for (int64_t k = 0; k < h.na; ++k) {
-    for (int64_t c = 0; c < ny * nx; ++c) {
-      a.values.push_back(one.values[2 * k]);
-      a.values.push_back(one.values[2 * k + 1]);
+  ExportArray a{{batch, h.na, ny, nx, 2}, {}};
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t k = 0; k < h.na; ++k) {
+      for (int64_t c = 0; c < ny * nx; ++c) {
+        a.values.push_back(one.values[2 * k]);
+        a.values.push_back(one.values[2 * k + 1]);
+      }
     }
   }
   return a;
@@ -301,11 +303,14 @@ std::string detect_level_fixed(GraphWriter& w, const ExportHead& h, int i, const
   const std::string two = w.scalar(2.0f);
   const std::string xy = w.op(
       "Mul",
-      {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 4), two}), w.constant(full_grid(na, ny, nx))}),
+      {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 4), two}), w.constant(full_grid(o.batch, na, ny, nx))}),
        w.scalar(static_cast<float>(h.stride[i]))});
   const std::string wh2 = w.op("Mul", {w.slice(s, 2, 4, 4), two});
-  const std::string wh =
-      w.op("Mul", {w.op("Mul", {wh2, wh2}), w.constant(full_anchors(h, i, ny, nx))});
+  // OpenCV 4.6 multiplies by a constant of this shape wrongly beyond batch 1, but adds it right:
+  // the anchors enter as 0 * wh2 + anchors, a computed tensor.
+  const std::string anchors = w.op("Add", {w.op("Mul", {wh2, w.scalar(0.0f)}),
+                                           w.constant(full_anchors(h, i, o.batch, ny, nx))});
+  const std::string wh = w.op("Mul", {w.op("Mul", {wh2, wh2}), anchors});
   const std::string cat = w.concat({xy, wh, w.slice(s, 4, no, 4)}, 4);
   return w.op("Reshape", {cat, w.int64s({o.batch, na * ny * nx, no})});
 }
