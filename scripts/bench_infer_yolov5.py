@@ -68,15 +68,20 @@ def yolov5_checkpoint(a, torch):
 def time_model(ckpt, a, torch, out):
     from yolov5.models.experimental import attempt_load
 
-    model = attempt_load(ckpt, device=torch.device("cpu"), fuse=True).float().eval()
+    device = torch.device("cpu" if a.device == "cpu" else "cuda:" + a.device)
+    model = attempt_load(ckpt, device=device, fuse=True).float().eval()
     g = torch.Generator().manual_seed(0)
     for b in a.batches:
-        x = torch.rand(b, 3, a.imgsz, a.imgsz, generator=g)
+        x = torch.rand(b, 3, a.imgsz, a.imgsz, generator=g).to(device)
         times = []
         with torch.no_grad():
             for i in range(2 + a.iters):
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
                 t = time.perf_counter()
                 model(x)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
                 if i >= 2:
                     times.append((time.perf_counter() - t) * 1000)
         print("yolov5_model batch=%d ms_per_batch=%.4f" % (b, statistics.median(times)), file=out,
@@ -88,7 +93,7 @@ def time_detect(ckpt, a, out):
 
     def run(source, name):
         yolov5.detect.run(weights=ckpt, source=source, imgsz=(a.imgsz, a.imgsz), nosave=True,
-                          device="cpu", project=os.path.join(a.work, "yolov5_runs"), name=name,
+                          device=a.device, project=os.path.join(a.work, "yolov5_runs"), name=name,
                           exist_ok=True)
 
     run(a.warmup_source, "warmup")
@@ -107,6 +112,7 @@ def main():
     ap.add_argument("--batches", default="1,8", help="comma list")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0: leave")
+    ap.add_argument("--device", default="cpu", help="cpu or a CUDA index, as detect.py's")
     ap.add_argument("--source", required=True, help="folder of the timed detect images")
     ap.add_argument("--warmup-source", required=True, help="folder of the warm-up images")
     ap.add_argument("--images", type=int, required=True, help="images in --source")

@@ -1,9 +1,11 @@
-// Inference speed on the CPU of the three weight formats val and detect run (.pt, .torchscript,
-// .onnx), beside YOLOv5 7.0's own PyTorch model and detect.py on the same weights, sizes, threads
+// Inference speed of the three weight formats val and detect run (.pt, .torchscript, .onnx),
+// beside YOLOv5 7.0's own PyTorch model and detect.py on the same weights, sizes, threads, device
 // and images (scripts/bench_infer_yolov5.py, run by the test Python where YOLOv5 is installed).
-// Prints figures only; nothing is asserted.
+// Prints figures only; nothing is asserted. ONNX files run on the CPU (OpenCV's dnn) whatever
+// --device is; on CUDA the times are taken after the device has finished.
 // Usage: bench_infer [--cfg yolov5s.yaml | --weights PATH.pt] [--imgsz 640] [--batches 1,8]
-//                    [--iters 10] [--images 16] [--threads N] [--out DIR] [--python PATH]
+//                    [--iters 10] [--images 16] [--threads N] [--device cpu|0] [--out DIR]
+//                    [--python PATH]
 //   model throughput: random (B, 3, imgsz, imgsz) input, 2 warm-up predicts, the median of
 //                     --iters timed ones, per format and batch size.
 //   detect:           the detect loop (read, letterbox, model, NMS; nothing saved) over --images
@@ -32,6 +34,7 @@
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/runtime/cuda_env.h"
+#include "utils/core/runtime/device.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/inference_model.h"
 #include "utils/eval/predictor.h"
@@ -47,7 +50,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct BenchArgs {
-  std::string cfg = "yolov5s.yaml", weights, out, python;
+  std::string cfg = "yolov5s.yaml", weights, out, python, device = "cpu";
   int imgsz = 640, iters = 10, images = 16, threads = 0;
   std::vector<int> batches = {1, 8};
 };
@@ -74,6 +77,7 @@ const std::vector<yolo::cli::Flag<BenchArgs>>& flags() {
           .check(at_least(1, "must be >= 1")),
       Bind("images", &A::images, "generated images for the detect comparison")
           .check(at_least(1, "must be >= 1")),
+      Bind("device", &A::device, "where .pt and .torchscript run: cpu or a CUDA index"),
       Bind("threads", &A::threads, "intra-op threads (default: LibTorch's)")
           .check(at_least(0, "must be >= 0"))
           .no_default(),
@@ -231,14 +235,17 @@ void export_all(const BenchArgs& a, const Prepared& p, const fs::path& work, Fai
 }
 
 // The median milliseconds of one predict of a (b, 3, imgsz, imgsz) batch.
-double median_ms(yolo::InferenceModel& model, int b, int imgsz, int iters) {
+double median_ms(yolo::InferenceModel& model, int b, int imgsz, int iters,
+                 const torch::Device& device) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor x = torch::rand({b, 3, imgsz, imgsz});
+  const torch::Tensor x = torch::rand({b, 3, imgsz, imgsz}).to(device);
   for (int i = 0; i < 2; ++i) model.predict(x);
+  yolo::cuda_synchronize(device);
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
     const yolo::Stopwatch t;
     model.predict(x);
+    yolo::cuda_synchronize(device);
     ms.push_back(t.milliseconds());
   }
   std::sort(ms.begin(), ms.end());
@@ -253,10 +260,12 @@ void throughput_row(const std::string& name, int b, double ms_per_batch) {
 }
 
 void our_throughput(const BenchArgs& a, const Prepared& p, const fs::path& work, Failures& fail) {
+  const torch::Device device = yolo::select_device(a.device).device;
   std::printf(
-      "\nmodel throughput (CPU, random %dx%d input, float32, median of %d iterations after 2 "
+      "\nmodel throughput (%s, random %dx%d input, float32, median of %d iterations after 2 "
       "warm-up):\n  %-24s %6s %10s %10s %10s\n",
-      a.imgsz, a.imgsz, a.iters, "format", "batch", "images/s", "ms/image", "ms/batch");
+      a.device == "cpu" ? "CPU" : ("CUDA " + a.device + "; ONNX on the CPU").c_str(), a.imgsz,
+      a.imgsz, a.iters, "format", "batch", "images/s", "ms/image", "ms/batch");
   struct Format {
     const char* suffix;
     bool per_batch;  // a file per batch size (ONNX is fixed to its export's batch)
@@ -267,6 +276,8 @@ void our_throughput(const BenchArgs& a, const Prepared& p, const fs::path& work,
     const std::string name = std::string("ours (") + f.suffix + ")";
     yolo::InferenceOptions o;
     if (std::string(f.suffix) == ".pt") o.cfg = p.cfg;
+    const bool on_cpu = std::string(f.suffix) == ".onnx";
+    o.device = on_cpu ? torch::Device(torch::kCPU) : device;
     std::unique_ptr<yolo::InferenceModel> model;
     for (int b : a.batches) {
       try {
@@ -275,7 +286,7 @@ void our_throughput(const BenchArgs& a, const Prepared& p, const fs::path& work,
           const fs::path file = with_suffix(batch_dir(work, f.per_batch ? b : 1), p, f.suffix);
           model = std::make_unique<yolo::InferenceModel>(file.string(), o);
         }
-        throughput_row(name, b, median_ms(*model, b, a.imgsz, a.iters));
+        throughput_row(name, b, median_ms(*model, b, a.imgsz, a.iters, o.device));
       } catch (const std::exception& e) {
         char cells[16];
         std::snprintf(cells, sizeof(cells), "%6d", b);
@@ -327,7 +338,7 @@ double detect_ms(const BenchArgs& a, const std::string& weights, const std::stri
   yolo::DetectConfig c;
   c.weights = weights;
   c.cfg = cfg;
-  c.device = "cpu";
+  c.device = weights.size() > 5 && weights.substr(weights.size() - 5) == ".onnx" ? "cpu" : a.device;
   c.imgsz = a.imgsz;
   c.conf_thres = 0.25;
   c.iou_thres = 0.45;
@@ -381,9 +392,10 @@ Yolov5Result run_yolov5(const BenchArgs& a, const Prepared& p, int threads, cons
       " --weights " + quoted((batch_dir(work, 1) / p.pt.filename()).string()) + " --cfg " +
       quoted(p.cfg) + " --work " + quoted((work / "yolov5").string()) + " --imgsz " +
       std::to_string(a.imgsz) + " --batches " + batches + " --iters " + std::to_string(a.iters) +
-      " --threads " + std::to_string(threads) + " --source " + quoted((work / "images").string()) +
-      " --warmup-source " + quoted((work / "warmup").string()) + " --images " +
-      std::to_string(a.images) + " 2>" + quoted(log.string());
+      " --threads " + std::to_string(threads) + " --device " + quoted(a.device) + " --source " +
+      quoted((work / "images").string()) + " --warmup-source " +
+      quoted((work / "warmup").string()) + " --images " + std::to_string(a.images) + " 2>" +
+      quoted(log.string());
   Yolov5Result r;
   FILE* f = ::popen(cmd.c_str(), "r");
   if (!f) {
@@ -414,9 +426,10 @@ Yolov5Result run_yolov5(const BenchArgs& a, const Prepared& p, int threads, cons
 void detect_table(const BenchArgs& a, const Prepared& p, const Yolov5Result& y5,
                   const fs::path& work, Failures& fail) {
   std::printf(
-      "\ndetect, end to end (CPU, %d JPEGs 1080x810, imgsz %d, conf 0.25, iou 0.45, nothing saved; "
+      "\ndetect, end to end (%s, %d JPEGs 1080x810, imgsz %d, conf 0.25, iou 0.45, nothing saved; "
       "wall time / images, model load included, after a 2-image warm-up run):\n",
-      a.images, a.imgsz);
+      a.device == "cpu" ? "CPU" : ("CUDA " + a.device + "; ONNX on the CPU").c_str(), a.images,
+      a.imgsz);
   const fs::path b1 = batch_dir(work, 1);
   std::vector<std::string> formats = {".pt", ".torchscript"};
   if (onnx_enabled()) formats.push_back(".onnx");
