@@ -74,16 +74,7 @@ InferenceModel::InferenceModel(InferenceModel&&) noexcept = default;
 InferenceModel::InferenceModel(const std::string& weights, const InferenceOptions& o)
     : format_(weights_format(weights)), device_(o.device) {
   if (format_ == WeightsFormat::kPyTorch) {
-    LoadedModel lm = load_model_for_inference(weights, o.cfg, o.data);
-    model_ = lm.model;
-    model_->eval();
-    if (o.fuse) model_->fuse();
-    model_->to(device_);
-    if (device_.is_cpu()) to_channels_last(*model_);  // faster convolutions on the CPU
-    names_ = lm.names;
-    stride_ = model_->max_stride();
-    data_ = lm.data;
-    single_cls_ = lm.single_cls;
+    load_pytorch(weights, o);
     return;
   }
   std::error_code ec;
@@ -92,55 +83,79 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
   }
   if (!o.cfg.empty()) log_warn("--cfg is ignored for " + weights + ": the file holds its model");
   if (format_ == WeightsFormat::kTorchScript) {
-    torch::jit::ExtraFilesMap extra = {{"config.txt", ""}};
-    script_ = std::make_unique<Script>();
-    try {
-      script_->module = torch::jit::load(weights, device_, extra);
-    } catch (const c10::Error& e) {
-      throw std::runtime_error(weights + ": not a TorchScript file LibTorch can load (" +
-                               std::string(e.what_without_backtrace()).substr(0, 200) + ")");
-    }
-    script_->module.eval();
-    for (const auto& p : script_->module.parameters()) {
-      script_->half = p.scalar_type() == torch::kHalf;
-      break;
-    }
-    // On the CPU, channels-last weights and images take oneDNN's faster convolutions (about
-    // 1.7x for yolov5n at 640 px on 2 cores), as the .pt model does.
-    if (device_.is_cpu()) {
-      torch::NoGradGuard no_grad;
-      for (auto p : script_->module.parameters()) {
-        if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-      }
-    }
-    if (extra["config.txt"].empty()) {
-      throw std::runtime_error(weights +
-                               ": no config.txt (stride, names) in this TorchScript file; write "
-                               "it with export or YOLOv5's export.py");
-    }
-    try {
-      const YAML::Node c = YAML::Load(extra["config.txt"]);
-      stride_ = c["stride"].as<int>();
-      const YAML::Node names = c["names"];
-      if (names.IsSequence()) {
-        for (const auto& n : names) names_.push_back(n.as<std::string>());
-      } else {
-        std::map<int, std::string> by_key;
-        for (const auto& kv : names) by_key[kv.first.as<int>()] = kv.second.as<std::string>();
-        for (const auto& [k, v] : by_key) names_.push_back(v);
-      }
-      const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
-      if (!dynamic && c["shape"] && c["shape"].size() == 4) {
-        fixed_h_ = c["shape"][2].as<int64_t>();
-        fixed_w_ = c["shape"][3].as<int64_t>();
-      }
-    } catch (const YAML::Exception& e) {
-      throw std::runtime_error(
-          weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" + e.msg + ")");
-    }
-    return;
+    load_torchscript(weights);
+  } else {
+    load_onnx(weights);
   }
-  // ONNX
+  if (names_.empty()) throw std::runtime_error(weights + ": its metadata names no classes");
+}
+
+void InferenceModel::load_pytorch(const std::string& weights, const InferenceOptions& o) {
+  LoadedModel lm = load_model_for_inference(weights, o.cfg, o.data);
+  model_ = lm.model;
+  model_->eval();
+  if (o.fuse) model_->fuse();
+  model_->to(device_);
+  if (device_.is_cpu()) to_channels_last(*model_);  // faster convolutions on the CPU
+  names_ = lm.names;
+  stride_ = model_->max_stride();
+  data_ = lm.data;
+  single_cls_ = lm.single_cls;
+}
+
+// YOLOv5's config.txt: {"shape": [...], "stride": 32, "names": {"0": ...} or [...]}; "dynamic":
+// true (ours) when the module takes any size.
+void InferenceModel::load_torchscript(const std::string& weights) {
+  torch::jit::ExtraFilesMap extra = {{"config.txt", ""}};
+  script_ = std::make_unique<Script>();
+  try {
+    script_->module = torch::jit::load(weights, device_, extra);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(weights + ": not a TorchScript file LibTorch can load (" +
+                             std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+  }
+  script_->module.eval();
+  for (const auto& p : script_->module.parameters()) {
+    script_->half = p.scalar_type() == torch::kHalf;
+    break;
+  }
+  // On the CPU, channels-last weights and images take oneDNN's faster convolutions (about
+  // 1.7x for yolov5n at 640 px on 2 cores), as the .pt model does.
+  if (device_.is_cpu()) {
+    torch::NoGradGuard no_grad;
+    for (auto p : script_->module.parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  if (extra["config.txt"].empty()) {
+    throw std::runtime_error(weights +
+                             ": no config.txt (stride, names) in this TorchScript file; write "
+                             "it with export or YOLOv5's export.py");
+  }
+  try {
+    const YAML::Node c = YAML::Load(extra["config.txt"]);
+    stride_ = c["stride"].as<int>();
+    const YAML::Node names = c["names"];
+    if (names.IsSequence()) {
+      for (const auto& n : names) names_.push_back(n.as<std::string>());
+    } else {
+      std::map<int, std::string> by_key;
+      for (const auto& kv : names) by_key[kv.first.as<int>()] = kv.second.as<std::string>();
+      for (const auto& [k, v] : by_key) names_.push_back(v);
+    }
+    const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
+    if (!dynamic && c["shape"] && c["shape"].size() == 4) {
+      fixed_h_ = c["shape"][2].as<int64_t>();
+      fixed_w_ = c["shape"][3].as<int64_t>();
+    }
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" +
+                             e.msg + ")");
+  }
+}
+
+// Names and stride from the metadata, the input shape from the graph, then OpenCV's dnn module.
+void InferenceModel::load_onnx(const std::string& weights) {
   const OnnxInfo info = read_onnx_info(weights);
   const auto stride = info.metadata.find("stride");
   const auto names = info.metadata.find("names");
@@ -185,9 +200,15 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
 #endif
 }
 
-std::string InferenceModel::where() const {
-  if (format_ == WeightsFormat::kOnnx) return "CPU (OpenCV dnn)";
-  return device_.is_cpu() ? "CPU" : device_.str();
+// An exported file's rows must hold 5 + the classes its metadata names.
+torch::Tensor InferenceModel::checked(const torch::Tensor& pred) const {
+  if (pred.dim() != 3 || pred.size(2) != nc() + 5) {
+    throw std::runtime_error(std::string(format_name(format_)) + " output of shape " +
+                             c10::str(pred.sizes()) + " does not hold 5 + " + std::to_string(nc()) +
+                             " columns for the " + std::to_string(nc()) +
+                             " class names in the file");
+  }
+  return pred;
 }
 
 torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
@@ -201,7 +222,7 @@ torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
   if (format_ == WeightsFormat::kTorchScript) {
     torch::Tensor x = script_->half ? images.to(torch::kHalf) : images;
     if (device_.is_cpu()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    return script_->module.forward({x}).toTensor().to(torch::kFloat);
+    return checked(script_->module.forward({x}).toTensor().to(torch::kFloat));
   }
 #ifdef YOLO_WITH_OPENCV_DNN
   // A fixed batch runs in chunks of that size, the last one padded.
@@ -227,7 +248,7 @@ torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
                       .slice(0, 0, real)
                       .clone());
   }
-  return torch::cat(out).to(images.device());
+  return checked(torch::cat(out).to(images.device()));
 #else
   throw std::runtime_error("this build has no OpenCV dnn module to run ONNX files");
 #endif

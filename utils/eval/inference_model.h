@@ -46,8 +46,6 @@ class InferenceModel {
   // The input height and width the file is fixed to; 0 when it takes any multiple of stride().
   int64_t fixed_height() const { return fixed_h_; }
   int64_t fixed_width() const { return fixed_w_; }
-  // Where the run happens: ONNX files run on the CPU whatever the device.
-  std::string where() const;
   // .pt only (else null): the model, and what its checkpoint says.
   DetectionModel* pytorch() { return model_ ? &model_ : nullptr; }
   const std::string& checkpoint_data() const { return data_; }
@@ -56,6 +54,10 @@ class InferenceModel {
  private:
   struct Script;
   struct Onnx;
+  void load_pytorch(const std::string& weights, const InferenceOptions& o);
+  void load_torchscript(const std::string& weights);
+  void load_onnx(const std::string& weights);
+  torch::Tensor checked(const torch::Tensor& pred) const;
   WeightsFormat format_;
   torch::Device device_;
   std::vector<std::string> names_;
