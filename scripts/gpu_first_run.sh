@@ -11,7 +11,9 @@
 #   4. yolov5n with AdamW and --augment-device cuda, 4 epochs asked, stopped with SIGTERM once 2
 #      are in results.csv: non-zero exit, last.pt, finite losses; images/s of epoch 2;
 #   5. that last.pt resumed with --device cpu: exit 0 and 4 epochs in results.csv;
-#   6. one epoch under torchrun, one rank, NCCL, --sync-bn; images/s.
+#   6. one epoch under torchrun, one rank, NCCL, --sync-bn; images/s;
+#   7. export of step 5's last.pt to TorchScript and ONNX on the device (--half on a GPU), and val
+#      on the .torchscript there: an 'all' row.
 # GPU mode trains on coco128 at 320 px, batch 32, 8 workers.
 #
 # Usage: scripts/gpu_first_run.sh [--cpu] [--build DIR] [--data DIR] [--out DIR]
@@ -76,12 +78,13 @@ if [[ -z $BUILD && $CPU == 0 ]]; then
     row "build (build-gpu, C++ kit)" "FAIL: configure: $(cell "$why")" ""
   else
     # -k 0: a target that fails to compile must not cost the rows of the others.
-    cmake --build build-gpu -j"$jobs" --target train "${TEST_BINS[@]}" -- -k 0 >"$OUT/build.log" 2>&1
+    cmake --build build-gpu -j"$jobs" --target train val export "${TEST_BINS[@]}" -- -k 0 \
+      >"$OUT/build.log" 2>&1
     s=$?
     if [[ $s == 0 ]]; then
-      row "build train + ${#TEST_BINS[@]} test binaries (build-gpu, C++ kit, -j$jobs)" "ok" "$((SECONDS - start)) s"
+      row "build train, val, export + ${#TEST_BINS[@]} test binaries (build-gpu, C++ kit, -j$jobs)" "ok" "$((SECONDS - start)) s"
     else
-      row "build train + ${#TEST_BINS[@]} test binaries (build-gpu, C++ kit, -j$jobs)" \
+      row "build train, val, export + ${#TEST_BINS[@]} test binaries (build-gpu, C++ kit, -j$jobs)" \
         "FAIL: exit $s: $(cell "$(grep -m1 -E 'error|FAILED' "$OUT/build.log")")" "$((SECONDS - start)) s"
     fi
   fi
@@ -264,6 +267,30 @@ else
     # train's own message, not torchrun's report around it.
     why=$(grep -m1 -E '(^|\]:)ERROR|traceback :' "$OUT/ddp.log" || tail -1 "$OUT/ddp.log")
     row "$label" "FAIL: exit $s: $(cell "$why")" ""
+  fi
+fi
+
+# ---- 7. export, and the exported TorchScript on the device ----------------------------------------
+HALF=()
+[[ $CPU == 0 ]] && HALF=(--half)
+label="export last.pt to TorchScript + ONNX ${HALF[*]:+${HALF[*]} }on $WHERE, val on the .torchscript there"
+if ((!STOPPED)); then
+  row "$label" "FAIL: no last.pt from step 4" ""
+elif [[ ! -x $BIN/export || ! -x $BIN/val ]]; then
+  row "$label" "FAIL: $BIN/export or $BIN/val not built" ""
+else
+  start=$SECONDS
+  (cd "$OUT" && timeout -k 10 300 "$BIN/export" --weights "$LAST" --include torchscript onnx \
+    --imgsz "$IMGSZ" --device "$DEV" "${HALF[@]}" &&
+    timeout -k 10 300 "$BIN/val" --weights "${LAST%.pt}.torchscript" --data "$DATA_YAML" \
+      --imgsz "$IMGSZ" --device "$DEV" --noplots --project "$OUT/runs" --name val_ts) \
+    >"$OUT/export.log" 2>&1
+  s=$?
+  all=$(grep -E '^ +all +[0-9]+' "$OUT/export.log" | tail -1 | awk '{print "mAP50 " $6}')
+  if [[ $s == 0 && -n $all ]]; then
+    row "$label" "ok" "$all, $((SECONDS - start)) s"
+  else
+    row "$label" "FAIL: exit $s: $(cell "$(grep -m1 -E 'ERROR|rror' "$OUT/export.log" || tail -1 "$OUT/export.log")")" ""
   fi
 fi
 
