@@ -18,7 +18,18 @@ checked=0
 for name in export val detect; do
   prog=$BUILD/bin/$name
   [[ -x "$prog" ]] || continue
-  ldd "$prog" | grep -q libprotobuf || { echo "$name: no protobuf library loaded"; continue; }
+  libs=$(ldd "$prog" || true)  # captured first: grep -q would cut ldd's pipe short
+  grep -q libprotobuf <<<"$libs" || { echo "$name: no protobuf library loaded"; continue; }
+  # A LibTorch built against the system's protobuf (Debian's 1.13) carries that same version's
+  # template instances, which may serve the protobuf library's own calls; only a LibTorch with its
+  # own protobuf (the wheel's) must never be bound to.
+  torch_cpu=$(grep -o '/[^ ]*libtorch_cpu\.so[^ ]*' <<<"$libs" | head -1)
+  torch_libs=$([[ -n "$torch_cpu" ]] && ldd "$torch_cpu" 2>/dev/null || true)
+  if grep -q libprotobuf <<<"$torch_libs"; then
+    echo "$name: $(basename "$torch_cpu") itself uses the system protobuf: its instances are that version's"
+    checked=$((checked + 1))
+    continue
+  fi
   LD_DEBUG=bindings LD_BIND_NOW=1 LD_DEBUG_OUTPUT="$tmp/trace" timeout 60 "$prog" --version \
     >/dev/null 2>&1 || true
   cat "$tmp"/trace.* >"$tmp/all"
