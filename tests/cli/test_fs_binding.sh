@@ -14,10 +14,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Prints the filesystem bindings of PROGRAM (with ARGS) that resolve into a LibTorch library.
 wrong_bindings() {
-  LD_DEBUG=bindings LD_BIND_NOW=1 LD_DEBUG_OUTPUT="$tmp/trace" timeout 60 "$@" >/dev/null 2>&1 ||
-    true
-  cat "$tmp"/trace.* 2>/dev/null | grep -E "to [^ ]*libtorch[^ ]*\.so.*symbol \`_ZN?K?St10filesystem" || true
-  rm -f "$tmp"/trace.*
+  ld_bindings "$tmp/trace" "$@"
+  grep -E "to [^ ]*libtorch[^ ]*\.so.*symbol \`_ZN?K?St10filesystem" "$tmp/trace" || true
 }
 
 checked=0

@@ -30,10 +30,7 @@ for name in export val detect; do
     checked=$((checked + 1))
     continue
   fi
-  LD_DEBUG=bindings LD_BIND_NOW=1 LD_DEBUG_OUTPUT="$tmp/trace" timeout 60 "$prog" --version \
-    >/dev/null 2>&1 || true
-  cat "$tmp"/trace.* >"$tmp/all"
-  rm -f "$tmp"/trace.*
+  ld_bindings "$tmp/all" "$prog" --version
   wrong=$(grep -E "$sym" "$tmp/all" | grep -Ev "binding file [^ ]*libtorch" |
     grep -E "to [^ ]*libtorch" || true)
   [[ -z "$wrong" ]] || { echo "$wrong" | head -5; fail "$name binds protobuf symbols to LibTorch's copies"; }

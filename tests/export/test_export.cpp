@@ -164,8 +164,8 @@ TEST_F(ExportTest, OnnxRunsInOpenCvDnnAsTheModel) {
   o.names = kNames;
   for (const int64_t batch : {1, 4}) {  // batch 4: OpenCV 4.6 broadcasts batch-1 constants wrong
     o.batch = batch;
-    const std::string path = write("b" + std::to_string(batch) + ".onnx",
-                                   yolo::onnx_model_bytes(g, o));
+    const std::string path =
+        write("b" + std::to_string(batch) + ".onnx", yolo::onnx_model_bytes(g, o));
     yolo::InferenceModel im(path, {});
     EXPECT_EQ(im.names(), kNames);
     EXPECT_EQ(im.fixed_height(), 64);
@@ -184,19 +184,16 @@ TEST_F(ExportTest, OnnxRunsInOpenCvDnnAsTheModel) {
 }
 
 TEST_F(ExportTest, NoModelIsRefusedNamingTheFile) {
-  const std::string onnx = write("junk.onnx", "definitely not protobuf \xff\xff\xff");
-  try {
-    yolo::InferenceModel im(onnx, {});
-    FAIL() << "junk loaded";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(onnx), std::string::npos) << e.what();
-  }
-  const std::string ts = write("junk.torchscript", "PK not a zip");
-  try {
-    yolo::InferenceModel im(ts, {});
-    FAIL() << "junk loaded";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(ts), std::string::npos) << e.what();
+  for (const auto& [name, bytes] :
+       {std::pair<std::string, std::string>{"junk.onnx", "definitely not protobuf \xff\xff\xff"},
+        {"junk.torchscript", "PK not a zip"}}) {
+    const std::string path = write(name, bytes);
+    try {
+      yolo::InferenceModel im(path, {});
+      FAIL() << "junk loaded: " << path;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -51,3 +51,16 @@ def match(a, b):
         else:
             missed.append((c, round(conf, 4), round(best_iou, 3)))
     return matched, missed, min_iou, max_dconf
+
+
+def label_boxes(label_dir, stem, w, h):
+    """--save-txt --save-conf rows of STEM (ours or YOLOv5's) as (cls, x1, y1, x2, y2, conf) in
+    pixels of a w x h image; [] when there is no file."""
+    out = []
+    path = os.path.join(label_dir, stem + ".txt")
+    if os.path.exists(path):
+        for line in open(path):
+            c, cx, cy, bw, bh, conf = map(float, line.split())
+            out.append((int(c), (cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w,
+                        (cy + bh / 2) * h, conf))
+    return out

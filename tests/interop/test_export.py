@@ -24,7 +24,7 @@ import numpy as np
 import onnxruntime
 import torch
 
-from interop_common import ROOT, fail, match, run
+from interop_common import ROOT, fail, label_boxes, match, run
 
 IMGSZ, CONF, IOU = 160, 0.1, 0.45
 # Detection runs on square images of SQUARE px at --imgsz IMGSZ: detect.py rounds its boxes to
@@ -106,25 +106,13 @@ def check_numbers(bin_dir, work, label, weights, ref):
     return worst
 
 
-def labels(label_dir, stem, w, h):
-    """--save-txt --save-conf rows as (cls, x1, y1, x2, y2, conf) in pixels."""
-    out = []
-    path = os.path.join(label_dir, stem + ".txt")
-    if os.path.exists(path):
-        for line in open(path):
-            c, cx, cy, bw, bh, conf = map(float, line.split())
-            out.append((int(c), (cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w,
-                        (cy + bh / 2) * h, conf))
-    return out
-
-
 def matched_fraction(what, images, ref_dir, got_dir):
     total = matched = 0
     missed = []
     for f in sorted(os.listdir(images)):
         stem = os.path.splitext(f)[0]
-        a = labels(ref_dir, stem, SQUARE, SQUARE)
-        b = labels(got_dir, stem, SQUARE, SQUARE)
+        a = label_boxes(ref_dir, stem, SQUARE, SQUARE)
+        b = label_boxes(got_dir, stem, SQUARE, SQUARE)
         total += max(len(a), len(b))
         m, miss, _, _ = match(a, b)
         matched += m

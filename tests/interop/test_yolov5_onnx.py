@@ -17,7 +17,7 @@ import numpy as np
 import onnxruntime
 import torch
 
-from interop_common import ROOT, fail, match, run
+from interop_common import ROOT, fail, label_boxes, match, run
 
 IMGSZ, CONF, IOU = 160, 0.1, 0.45
 
@@ -27,18 +27,6 @@ def all_row_map50(text, who):
     if not rows:
         fail(f"{who}: no 'all' row in its output")
     return float(rows[-1].split()[-2])
-
-
-def ours(label_dir, stem, w, h):
-    """Our detect's --save-txt --save-conf rows as (cls, x1, y1, x2, y2, conf) in pixels."""
-    out = []
-    path = os.path.join(label_dir, stem + ".txt")
-    if os.path.exists(path):
-        for line in open(path):
-            c, cx, cy, bw, bh, conf = map(float, line.split())
-            out.append((int(c), (cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w,
-                        (cy + bh / 2) * h, conf))
-    return out
 
 
 def onnx_boxes(session, img_path):
@@ -103,7 +91,7 @@ def main():
     worst, min_iou, max_dconf = [], 1.0, 0.0
     for f in sorted(os.listdir(sq)):
         stem = os.path.splitext(f)[0]
-        a = ours(os.path.join(work, "ourdetect", "labels"), stem, IMGSZ, IMGSZ)
+        a = label_boxes(os.path.join(work, "ourdetect", "labels"), stem, IMGSZ, IMGSZ)
         b = onnx_boxes(session, os.path.join(sq, f))
         total += max(len(a), len(b))
         m, missed, lo, hi = match(a, b)

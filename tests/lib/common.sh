@@ -32,3 +32,15 @@ fail() { echo "FAIL ($MODE): $*"; [[ -f "$tmp/log" ]] && tail -30 "$tmp/log"; ex
 
 # rows CSV: data rows of a results.csv (lines minus the header).
 rows() { echo $(($(wc -l <"$1") - 1)); }
+
+# ld_bindings FILE PROGRAM [ARGS...]: the dynamic linker's own trace of every symbol PROGRAM binds
+# at start (LD_DEBUG=bindings, LD_BIND_NOW), written to FILE; the program's exit status is ignored.
+ld_bindings() {
+  local file=$1 dir
+  shift
+  dir=$(mktemp -d)
+  LD_DEBUG=bindings LD_BIND_NOW=1 LD_DEBUG_OUTPUT="$dir/trace" timeout 60 "$@" >/dev/null 2>&1 ||
+    true
+  cat "$dir"/trace.* >"$file" 2>/dev/null || : >"$file"
+  rm -rf "$dir"
+}

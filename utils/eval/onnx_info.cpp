@@ -1,8 +1,6 @@
 #include "utils/eval/onnx_info.h"
 
 #include <cctype>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string_view>

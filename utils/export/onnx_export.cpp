@@ -120,30 +120,19 @@ class GraphWriter {
   }
   std::string constant(const ExportArray& a) { return weight(fresh("const"), a); }
   std::string float32s(const std::vector<float>& v) {
-    const std::string name = fresh("const");
-    onnx::TensorProto* p = g_->add_initializer();
-    p->set_name(name);
-    p->set_data_type(onnx::TensorProto::FLOAT);
-    p->add_dims(static_cast<int64_t>(v.size()));
+    onnx::TensorProto* p = initializer(onnx::TensorProto::FLOAT, {static_cast<int64_t>(v.size())});
     for (float x : v) p->add_float_data(x);
-    return name;
+    return p->name();
   }
   std::string int64_scalar(int64_t x) {
-    const std::string name = fresh("const");
-    onnx::TensorProto* p = g_->add_initializer();
-    p->set_name(name);
-    p->set_data_type(onnx::TensorProto::INT64);
+    onnx::TensorProto* p = initializer(onnx::TensorProto::INT64, {});
     p->add_int64_data(x);
-    return name;
+    return p->name();
   }
   std::string int64s(const std::vector<int64_t>& v) {
-    const std::string name = fresh("const");
-    onnx::TensorProto* p = g_->add_initializer();
-    p->set_name(name);
-    p->set_data_type(onnx::TensorProto::INT64);
-    p->add_dims(static_cast<int64_t>(v.size()));
+    onnx::TensorProto* p = initializer(onnx::TensorProto::INT64, {static_cast<int64_t>(v.size())});
     for (int64_t x : v) p->add_int64_data(x);
-    return name;
+    return p->name();
   }
 
   // A node with one output; returns the output's name.
@@ -204,6 +193,14 @@ class GraphWriter {
 
  private:
   std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(++count_); }
+  // A constant of a fixed type (shapes, indices, Resize's scales), named fresh.
+  onnx::TensorProto* initializer(int type, const std::vector<int64_t>& dims) {
+    onnx::TensorProto* p = g_->add_initializer();
+    p->set_name(fresh("const"));
+    p->set_data_type(type);
+    for (int64_t d : dims) p->add_dims(d);
+    return p;
+  }
 
   onnx::GraphProto* g_;
   const OnnxOptions& o_;
@@ -301,15 +298,14 @@ std::string detect_level_fixed(GraphWriter& w, const ExportHead& h, int i, const
   GraphWriter::ints(w.node("Transpose", {r}, &t), "perm", {0, 1, 3, 4, 2});
   const std::string s = w.op("Sigmoid", {t});
   const std::string two = w.scalar(2.0f);
-  const std::string xy = w.op(
-      "Mul",
-      {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 4), two}), w.constant(full_grid(o.batch, na, ny, nx))}),
-       w.scalar(static_cast<float>(h.stride[i]))});
+  const std::string xy = w.op("Mul", {w.op("Add", {w.op("Mul", {w.slice(s, 0, 2, 4), two}),
+                                                   w.constant(full_grid(o.batch, na, ny, nx))}),
+                                      w.scalar(static_cast<float>(h.stride[i]))});
   const std::string wh2 = w.op("Mul", {w.slice(s, 2, 4, 4), two});
   // OpenCV 4.6 multiplies by a constant of this shape wrongly beyond batch 1, but adds it right:
   // the anchors enter as 0 * wh2 + anchors, a computed tensor.
-  const std::string anchors = w.op("Add", {w.op("Mul", {wh2, w.scalar(0.0f)}),
-                                           w.constant(full_anchors(h, i, o.batch, ny, nx))});
+  const std::string anchors = w.op(
+      "Add", {w.op("Mul", {wh2, w.scalar(0.0f)}), w.constant(full_anchors(h, i, o.batch, ny, nx))});
   const std::string wh = w.op("Mul", {w.op("Mul", {wh2, wh2}), anchors});
   const std::string cat = w.concat({xy, wh, w.slice(s, 4, no, 4)}, 4);
   return w.op("Reshape", {cat, w.int64s({o.batch, na * ny * nx, no})});
