@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SIGKILL while checkpoints are being written: runs of train on tiny data are killed (kill -9),
 # half of them the moment a temporary checkpoint file appears (mid-save), the others at a random
-# moment. After every kill, weights/last.pt and best.pt, when they exist, must load in full.
+# moment after their first complete save. After every kill, weights/last.pt and best.pt, when they
+# exist, must load in full.
 # ROUNDS (default 8) sets the number of runs.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" "$@"
@@ -29,7 +30,15 @@ for round in $(seq 1 "$rounds"); do
       sleep 0.005
     done
   else
-    sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
+    # Wait for this run's first complete save (a busy machine may take many seconds to get there),
+    # then kill at a random moment after it: between saves or during a later one.
+    touch "$tmp/round_start"
+    for _ in $(seq 1 1200); do
+      [ "$wdir/last.pt" -nt "$tmp/round_start" ] && break
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.05
+    done
+    sleep "$((RANDOM % 2)).$((RANDOM % 10))"
   fi
   kill -9 $pid 2>/dev/null || true
   status=0
