@@ -46,7 +46,7 @@ if [[ -z $BUILD ]]; then
     build_gpu_kit || { echo "gpu_check: build failed, see $OUT/*.log" >&2; exit 1; }
   else
     BUILD=build
-    bash scripts/setup.sh >"$OUT/build.log" 2>&1 || { echo "gpu_check: scripts/setup.sh failed, see $OUT/build.log" >&2; exit 1; }
+    bash scripts/setup.sh --targets all >"$OUT/build.log" 2>&1 || { echo "gpu_check: scripts/setup.sh failed, see $OUT/build.log" >&2; exit 1; }
   fi
 fi
 BIN=$ROOT/$BUILD/bin

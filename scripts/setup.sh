@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs everything the project needs, then configures and builds.
+# Installs everything the project needs, then configures and builds the programs (train, val,
+# detect, export); scripts/test.sh builds the tests and benchmarks as well.
 # Idempotent: packages already present are not reinstalled, and the build is incremental.
 #
 # Usage: scripts/setup.sh [--torch wheel|system] [--test-packages] [--no-build] [--targets "T1 T2"]
 #                         [cmake -D...]
+#   --targets LIST  what to build instead of the programs ("all": every target, tests included).
 #   --torch wheel  (default) LibTorch 2.x with CUDA, cuDNN and NCCL from PyTorch's pinned CUDA
 #                  wheel (scripts/requirements-torch.txt), installed into .venv; builds in build/.
 #   --torch system Debian's libtorch-dev 1.13 (CPU only, with Gloo); builds in build-system/.
@@ -18,7 +20,7 @@ cd "$(dirname "$0")/.."
 TORCH_KIND=${YOLO_TORCH:-wheel}
 BUILD=1
 TEST_PACKAGES=0
-TARGETS=()
+TARGETS=(train val detect export)
 CMAKE_ARGS=()
 while (($#)); do
   case "$1" in
@@ -134,4 +136,4 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ((${#CMAKE_ARGS[@]})); then
   cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release "${CONFIG[@]}" \
     "${CMAKE_ARGS[@]}" >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)" ${TARGETS[@]+--target "${TARGETS[@]}"}
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${TARGETS[@]}"

@@ -41,6 +41,8 @@ fi
 if [ "$SMOKE" = 1 ]; then
   SETUP+=(--targets "$SMOKE_TARGETS")
   CTEST+=(-R "$SMOKE_TESTS" -E "$SMOKE_EXCLUDE")
+else
+  SETUP+=(--targets all)  # setup.sh alone builds only the programs
 fi
 bash scripts/setup.sh "${SETUP[@]}"
 if [ -z "${BUILD_DIR:-}" ]; then

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -323,6 +324,28 @@ TEST(Train, OutOfMemoryMessageNamesTheBatchAndWhatToLower) {
     EXPECT_NE(m.find(s), std::string::npos) << s << " not in: " << m;
   }
   EXPECT_EQ(m.find("more detail"), std::string::npos) << m;
+}
+
+TEST(Train, RunEtaIsThePaceSoFarTimesTheEpochsLeft) {
+  const double now = 1'800'000'000;  // the end clock is local time, whatever TZ says
+  const auto clock_at = [](double t) {
+    const std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    localtime_r(&tt, &tm);
+    char buf[16];
+    std::strftime(buf, sizeof(buf), "%H:%M", &tm);
+    return std::string(buf);
+  };
+  // 2 epochs in 20 s: 10 s each, 30 left take 300 s.
+  std::string m = yolo::run_eta_line(2, 30, 20, now);
+  for (const std::string& s :
+       {std::string("2 epochs in 00:20"), std::string("10.0 s each"),
+        std::string("30 left: 5.0 min"), "ending about " + clock_at(now + 300)}) {
+    EXPECT_NE(m.find(s), std::string::npos) << s << " not in: " << m;
+  }
+  m = yolo::run_eta_line(1, 4, 6.5, now);  // under a minute left: seconds
+  EXPECT_NE(m.find("1 epoch in 00:06 (6.5 s each"), std::string::npos) << m;
+  EXPECT_NE(m.find("4 left: 26 s"), std::string::npos) << m;
 }
 
 namespace {

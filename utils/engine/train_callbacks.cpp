@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 
 #include "data/dataset.h"
@@ -25,7 +27,33 @@ ProgressLog::~ProgressLog() = default;
 
 ProgressLog::ProgressLog(std::vector<std::string> names) : names_(std::move(names)) {}
 
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string run_eta_line(int done, int left, double elapsed, double now) {
+  const double per_epoch = elapsed / std::max(done, 1);
+  const double eta = per_epoch * left;
+  const std::time_t end = static_cast<std::time_t>(now + eta);
+  std::tm tm{};
+  localtime_r(&end, &tm);
+  char clock[16];
+  std::strftime(clock, sizeof(clock), "%H:%M", &tm);
+  const double minutes = eta / 60;
+  return std::to_string(done) + (done == 1 ? " epoch" : " epochs") + " in " +
+         format_duration(elapsed) + " (" + format_number("%.1f", per_epoch) +
+         " s each, validation included); ETA for the " + std::to_string(left) + " left: " +
+         (minutes < 1 ? format_number("%.0f", eta) + " s"
+                      : format_number("%.1f", minutes) + " min") +
+         ", ending about " + clock;
+}
+
 void ProgressLog::on_train_epoch_start(int epoch) {
+  if (first_start_ < 0) first_start_ = steady_seconds();
   bar_ = std::make_unique<ProgressBar>(1);  // the batch count arrives with the first batch
   images_ = 0;
   char head[128];
@@ -62,6 +90,14 @@ void ProgressLog::on_train_epoch_end(int epoch, const EpochTiming& t) {
 
 void ProgressLog::on_val_end(const ValResult& r, bool final_validation) {
   log_info(format_val_table(r, names_, final_validation, /*header=*/false));  // the bar showed it
+}
+
+void ProgressLog::on_fit_epoch_end(const EpochReport& r) {
+  ++epochs_done_;
+  const int left = r.epochs - 1 - r.epoch;
+  if (left <= 0 || r.stop_requested || (epochs_done_ != 1 && epochs_done_ % 10 != 0)) return;
+  const double now = static_cast<double>(std::time(nullptr));
+  log_info(run_eta_line(epochs_done_, left, steady_seconds() - first_start_, now));
 }
 
 void ProgressLog::on_train_end(int epochs_run, double seconds) {

@@ -19,7 +19,8 @@ class ProgressBar;
 class Trainer;
 
 // YOLOv5's console: the epoch header, a progress line per batch (redrawn in place on a terminal),
-// the epoch's timing, the validation tables and the closing line.
+// the epoch's timing, the validation tables, the run's ETA (after its first epoch, then every
+// tenth) and the closing line.
 class ProgressLog : public Callback {
  public:
   explicit ProgressLog(std::vector<std::string> names);
@@ -28,6 +29,7 @@ class ProgressLog : public Callback {
   void on_train_batch_end(const BatchEvent& e) override;
   void on_train_epoch_end(int epoch, const EpochTiming& t) override;
   void on_val_end(const ValResult& r, bool final_validation) override;
+  void on_fit_epoch_end(const EpochReport& r) override;
   void on_train_end(int epochs_run, double seconds) override;
 
  private:
@@ -35,7 +37,14 @@ class ProgressLog : public Callback {
   std::string line_;
   std::unique_ptr<ProgressBar> bar_;  // this epoch's
   int64_t images_ = 0;
+  int epochs_done_ = 0;      // in this process (a resumed run starts again at 0)
+  double first_start_ = -1;  // steady-clock seconds at this process's first epoch start
 };
+
+// The line ProgressLog prints after an epoch: how long the `left` remaining epochs should take
+// at the mean pace of the `done` so far (`elapsed` seconds, validation included) and the local
+// wall-clock time they should end at (`now`, seconds since the epoch).
+std::string run_eta_line(int done, int left, double elapsed, double now);
 
 // results.csv: one row per epoch in YOLOv5's columns.
 class ResultsLog : public Callback {
