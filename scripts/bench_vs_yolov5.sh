@@ -12,14 +12,6 @@
 # per repeat on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/python ] && [ -x build/bin/train ] || {
-  echo "bench_vs_yolov5: run scripts/setup.sh first (it makes .venv and build/bin/train)" >&2
-  exit 1
-}
-VENV=.cache/test-venv
-[ -x "$VENV/bin/python" ] || {
-  echo "bench_vs_yolov5: $VENV is missing; scripts/setup.sh --test-packages installs YOLOv5 7.0" \
-    "there" >&2
-  exit 1
-}
-exec "$VENV/bin/python" scripts/bench_vs_yolov5.py "$@"
+# shellcheck source=scripts/lib/yolov5_side.sh disable=SC1091
+source scripts/lib/yolov5_side.sh
+yolov5_side_exec bench_vs_yolov5 "$@"
