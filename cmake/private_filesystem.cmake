@@ -9,7 +9,7 @@ function(yolo_private_filesystem out)
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.a
                   OUTPUT_VARIABLE static_lib OUTPUT_STRIP_TRAILING_WHITESPACE)
   set(members fs_dir.o fs_ops.o fs_path.o)
-  set(dir "${CMAKE_BINARY_DIR}/private_filesystem")
+  set(dir "${PROJECT_BINARY_DIR}/private_filesystem")
   set(archive "${dir}/libyolo_stdfs.a")
   if(NOT IS_ABSOLUTE "${static_lib}" OR NOT EXISTS "${static_lib}")
     message(WARNING "no libstdc++.a beside ${CMAKE_CXX_COMPILER}: programs bind std::filesystem "

@@ -1,5 +1,6 @@
 #include "data/dataset_config.h"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -57,6 +58,14 @@ std::vector<std::string> read_sources(const YAML::Node& node, const std::string&
   return out;
 }
 
+// Whether `p` could be created: its nearest existing ancestor is a writable folder.
+bool writable_ancestor(fs::path p) {
+  std::error_code ec;
+  p = p.lexically_normal();
+  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
+  return !p.empty() && ::access(p.c_str(), W_OK) == 0;
+}
+
 }  // namespace
 
 const std::vector<std::string>& DatasetConfig::split(const std::string& name) const {
@@ -82,16 +91,21 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
     root = yaml_dir;  // YOLOv5 falls back to its repo root; the YAML's folder is our analogue
   } else if (root.is_relative()) {
     // First existing of: the YAML's folder, the working dir, the project root (YOLOv5's rule);
-    // when none exists yet (data to generate or download) the YAML's folder.
+    // when none exists yet (data to generate or download) the YAML's folder, or where that cannot
+    // be written (an installed tree) datasets/NAME in the working dir.
     std::error_code ec;
     const fs::path candidates[] = {yaml_dir / root, fs::absolute(root),
                                    fs::path(project_root()) / root};
-    fs::path chosen = candidates[0];
+    fs::path chosen;
     for (const auto& c : candidates) {
       if (fs::exists(c, ec)) {
         chosen = c;
         break;
       }
+    }
+    if (chosen.empty()) {
+      chosen = candidates[0];
+      if (!writable_ancestor(chosen)) chosen = fs::absolute("datasets") / root.filename();
     }
     root = chosen;
   }

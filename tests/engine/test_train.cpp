@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <opencv2/imgcodecs.hpp>
 #include <optional>
 #include <sstream>
 
@@ -36,6 +37,8 @@
 #include "utils/eval/predictor.h"
 #include "utils/eval/validator.h"
 #include "utils/viz/plots.h"
+#include "yolo/detector.h"
+#include "yolo/train.h"
 
 namespace fs = std::filesystem;
 
@@ -567,4 +570,147 @@ TEST_F(TrainTest, LossThatStaysNonFiniteEndsTheRun) {
   EXPECT_NE(first.find("the training loss is not finite at epoch 0, batch 3 (check the data"),
             std::string::npos)
       << first;
+}
+
+// The public API (include/yolo/train.h): the program's flags in, the run's events out.
+TEST_F(TrainTest, PublicTrainTakesTheProgramsFlagsAndReportsEpochsAndCheckpoints) {
+  const yolo::TrainSettings settings =
+      yolo::TrainSettings::from_args({"--cfg",
+                                      "yolov5n.yaml",
+                                      "--data",
+                                      (root_ / "shapes.yaml").string(),
+                                      "--epochs",
+                                      "2",
+                                      "--batch-size",
+                                      "8",
+                                      "--imgsz",
+                                      "128",
+                                      "--workers",
+                                      "2",
+                                      "--device",
+                                      "cpu",
+                                      "--project",
+                                      (root_ / "runs").string(),
+                                      "--name",
+                                      "public_api",
+                                      "--noplots",
+                                      "--seed",
+                                      "3"});
+  EXPECT_EQ(settings.epochs(), 2);
+  EXPECT_EQ(settings.batch_size(), 8);
+  EXPECT_EQ(fs::path(settings.cfg()).filename(), "yolov5n.yaml");
+  EXPECT_TRUE(fs::is_regular_file(settings.cfg()));  // the bare name was found
+  std::string started;
+  std::vector<yolo::EpochMetrics> epochs;
+  std::vector<yolo::CheckpointSaved> saves;
+  std::vector<std::string> ended;
+  yolo::TrainCallbacks cb;
+  cb.on_train_start = [&](const std::string& dir) { started = dir; };
+  cb.on_epoch_end = [&](const yolo::EpochMetrics& m) { epochs.push_back(m); };
+  cb.on_checkpoint_saved = [&](const yolo::CheckpointSaved& c) {
+    for (const auto& f : c.files) EXPECT_TRUE(fs::is_regular_file(f)) << f << " not on disk yet";
+    saves.push_back(c);
+  };
+  cb.on_train_end = [&](const yolo::TrainResult& r) { ended.push_back(r.save_dir); };
+  const yolo::TrainResult r = yolo::train(settings, cb);
+
+  EXPECT_EQ(started, r.save_dir);
+  EXPECT_EQ(ended, std::vector<std::string>{r.save_dir});
+  EXPECT_EQ(r.epochs_run, 2);
+  EXPECT_TRUE(fs::is_regular_file(r.best));
+  EXPECT_TRUE(fs::is_regular_file(r.last));
+  // Each epoch's metrics are its row of results.csv.
+  const yolo::ResultsTable csv = yolo::read_results_csv(r.save_dir + "/results.csv");
+  ASSERT_EQ(epochs.size(), 2u);
+  ASSERT_EQ(csv.rows.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(epochs[e].epoch, static_cast<int>(e));
+    EXPECT_EQ(epochs[e].epochs, 2);
+    EXPECT_NEAR(epochs[e].map50, csv.values("metrics/mAP_0.5")[e], 1e-4);
+    EXPECT_NEAR(epochs[e].box_loss, csv.values("train/box_loss")[e], 1e-4);
+  }
+  // last.pt every epoch, on disk when reported (checked above).
+  ASSERT_EQ(saves.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(saves[e].epoch, static_cast<int>(e));
+    EXPECT_EQ(saves[e].files.front(), r.last);
+  }
+}
+
+TEST(TrainApi, TheProgramsOwnFlagsAndBadValuesAreRefusedByName) {
+  auto message = [](const std::vector<std::string>& args) {
+    try {
+      yolo::TrainSettings::from_args(args);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message({"--evolve", "3"}).find("--evolve"), std::string::npos);
+  EXPECT_NE(message({"--nproc-per-node", "2"}).find("--nproc-per-node"), std::string::npos);
+  EXPECT_NE(message({"--epochs", "abc"}).find("--epochs"), std::string::npos);
+  EXPECT_NE(message({"--cfg", "no_such_model.yaml"}).find("--cfg"), std::string::npos);
+}
+
+// The public detector (include/yolo/detector.h) on a trained checkpoint.
+TEST_F(TrainTest, DetectorFindsBoxesInsideTheImageAndBatchesAsOneByOne) {
+  const yolo::TrainSummary s = yolo::train(yolo::resolve(options("detector", 1)));
+  const std::string weights = s.save_dir + "/weights/best.pt";
+  yolo::DetectorOptions o;
+  o.device = "cpu";
+  o.imgsz = 128;
+  o.conf_thres = 0.001f;
+  yolo::Detector det(weights, o);
+  EXPECT_EQ(det.names(), (std::vector<std::string>{"circle", "rectangle", "triangle"}));
+  EXPECT_EQ(det.stride(), 32);
+  EXPECT_EQ(det.device(), "cpu");
+  const cv::Mat im = cv::imread((root_ / "shapes/images/val/val_00000.png").string());
+  ASSERT_FALSE(im.empty());
+  const cv::Size input = det.input_size(im.size());  // the long side at imgsz, the other padded
+  EXPECT_EQ(std::max(input.width, input.height), 128);
+  EXPECT_EQ(std::min(input.width, input.height) % 32, 0);
+  const std::vector<yolo::Detection> one = det.detect(im);
+  ASSERT_FALSE(one.empty());
+  for (size_t k = 0; k < one.size(); ++k) {
+    const yolo::Detection& d = one[k];
+    EXPECT_LE(0, d.x1);
+    EXPECT_LT(d.x1, d.x2);
+    EXPECT_LE(d.x2, im.cols);
+    EXPECT_LE(0, d.y1);
+    EXPECT_LT(d.y1, d.y2);
+    EXPECT_LE(d.y2, im.rows);
+    EXPECT_GE(d.confidence, o.conf_thres);
+    EXPECT_TRUE(d.class_id >= 0 && d.class_id < 3);
+    if (k) EXPECT_LE(d.confidence, one[k - 1].confidence);  // most confident first
+  }
+  const auto batch = det.detect(std::vector<cv::Mat>{im, im});
+  ASSERT_EQ(batch.size(), 2u);
+  for (const auto& b : batch) {
+    ASSERT_EQ(b.size(), one.size());
+    for (size_t k = 0; k < b.size(); ++k) {
+      EXPECT_EQ(b[k].class_id, one[k].class_id);
+      EXPECT_NEAR(b[k].x1, one[k].x1, 1e-2);
+      EXPECT_NEAR(b[k].y2, one[k].y2, 1e-2);
+      EXPECT_NEAR(b[k].confidence, one[k].confidence, 1e-4);
+    }
+  }
+  // Class filters and bad settings.
+  o.classes = {1};
+  for (const auto& d : yolo::Detector(weights, o).detect(im)) EXPECT_EQ(d.class_id, 1);
+  auto message = [&](const yolo::DetectorOptions& bad, const std::string& path) {
+    try {
+      yolo::Detector d(path, bad);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  yolo::DetectorOptions bad = o;
+  bad.conf_thres = 2;
+  EXPECT_NE(message(bad, weights).find("conf_thres"), std::string::npos);
+  EXPECT_NE(message(o, weights + ".missing").find(weights + ".missing"), std::string::npos);
+  bad = o;
+  bad.half = true;
+  EXPECT_NE(message(bad, weights).find("CUDA"), std::string::npos);
+  EXPECT_THROW(det.detect(cv::Mat()), std::runtime_error);
 }

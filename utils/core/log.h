@@ -8,6 +8,9 @@ namespace yolo {
 void set_log_enabled(bool enabled);
 bool log_enabled();
 void set_log_tag(const std::string& tag);
+// Info lines only (warnings still print): a library call that should stay quiet turns them off.
+void set_info_enabled(bool enabled);
+bool info_enabled();
 void log_info(const std::string& msg);
 void log_warn(const std::string& msg);
 void log_error(const std::string& msg);

@@ -11,8 +11,26 @@ namespace fs = std::filesystem;
 
 namespace yolo {
 
+namespace {
+// An installed program's YAMLs: bin/../share/yolo_cpp beside the running binary, when there.
+const std::string& installed_root() {
+  static const std::string root = [] {
+#ifdef YOLO_DATA_FROM_BIN
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return std::string();
+    const fs::path dir = (exe.parent_path() / YOLO_DATA_FROM_BIN).lexically_normal();
+    if (fs::is_directory(dir / "configs", ec)) return dir.string();
+#endif
+    return std::string();
+  }();
+  return root;
+}
+}  // namespace
+
 std::string project_root() {
   if (const char* env = std::getenv("YOLO_ROOT"); env && *env) return env;
+  if (!installed_root().empty()) return installed_root();
 #ifdef YOLO_SOURCE_ROOT
   return YOLO_SOURCE_ROOT;
 #else

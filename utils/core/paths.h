@@ -7,7 +7,8 @@ namespace yolo {
 
 enum class ConfigKind { kModel, kData, kHyp };
 
-// The project root: $YOLO_ROOT when set, else the source tree this binary was built from.
+// Where configs/models, configs/data and hyp are: $YOLO_ROOT when set; for an installed program
+// bin/../share/yolo_cpp beside it; else the source tree this binary was built from.
 std::string project_root();
 
 // Resolves a --cfg/--data/--hyp value. An existing path is returned as is; a bare file name

@@ -64,6 +64,8 @@ class Callback {
   // A stop was requested after `done_epoch` (mid-epoch: `epoch_complete` false, the weights are
   // part-way into the next epoch).
   virtual void on_interrupt(int done_epoch, bool epoch_complete) {}
+  // Weights files written for `epoch` (last.pt, best.pt, epochN.pt) are on disk.
+  virtual void on_model_save(int epoch, const std::vector<std::string>& files) {}
   // The epochs are done (before best.pt's final validation, which reports through on_val_end).
   virtual void on_train_end(int epochs_run, double seconds) {}
 };
@@ -92,6 +94,9 @@ class Callbacks {
   }
   void interrupt(int done_epoch, bool complete) {
     for (auto& c : list_) c->on_interrupt(done_epoch, complete);
+  }
+  void model_save(int epoch, const std::vector<std::string>& files) {
+    for (auto& c : list_) c->on_model_save(epoch, files);
   }
   void train_end(int epochs_run, double seconds) {
     for (auto& c : list_) c->on_train_end(epochs_run, seconds);

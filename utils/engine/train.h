@@ -4,6 +4,7 @@
 // caller's, and runs the Trainer (trainer.h). docs/ARCHITECTURE.md shows the road from the command
 // line to the loop.
 #include <array>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,12 @@ bool stop_requested();
 // values). `callbacks` run on every rank, after the rank-0 ones (progress, results.csv,
 // checkpoints, plots). Running out of GPU memory is reported with out_of_memory_message().
 TrainSummary train(TrainConfig cfg, std::vector<std::unique_ptr<Callback>> callbacks = {});
+// The same, with callbacks made once the run is set up (they may keep what `setup` says: the run
+// folder, the class names, ...; `setup` outlives them).
+struct TrainSetup;
+using CallbackFactory =
+    std::function<std::vector<std::unique_ptr<Callback>>(const TrainSetup& setup)>;
+TrainSummary train(TrainConfig cfg, const CallbackFactory& make_callbacks);
 
 // What a CUDA out-of-memory error tells the user: the batch size and image size in force, the
 // images per GPU, what to lower, and LibTorch's first line (`what`).

@@ -149,18 +149,28 @@ void TensorBoardLog::on_fit_epoch_end(const EpochReport& r) {
 Checkpointer::Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave,
                            int save_period,
                            std::function<void(const std::string&, const std::string&)> sink,
-                           bool background)
+                           bool background, Saved saved)
     : paths_(std::move(paths)),
       make_(std::move(make)),
       nosave_(nosave),
       save_period_(save_period),
       background_(background),
+      saved_(std::move(saved)),
       writer_(std::make_unique<CheckpointWriter>(std::move(sink))) {}
 
 Checkpointer::~Checkpointer() = default;  // the writer finishes its queue
 
+void Checkpointer::announce() {
+  if (writer_->pending() > 0) return;
+  std::vector<std::pair<int, std::vector<std::string>>> done;
+  done.swap(unannounced_);
+  if (!saved_) return;
+  for (const auto& [epoch, files] : done) saved_(epoch, files);
+}
+
 void Checkpointer::on_train_epoch_start(int epoch) {
   writer_->check();  // a write that failed in the background stops the run before another epoch
+  announce();
 }
 
 void Checkpointer::on_fit_epoch_end(const EpochReport& r) {
@@ -170,19 +180,26 @@ void Checkpointer::on_fit_epoch_end(const EpochReport& r) {
   if (save_period_ > 0 && r.epoch % save_period_ == 0) {
     files.push_back(paths_.epoch_checkpoint(r.epoch));
   }
-  writer_->save(make_(r.epoch), std::move(files));
+  writer_->save(make_(r.epoch), files);
+  unannounced_.emplace_back(r.epoch, std::move(files));
   if (!background_) writer_->flush();
+  announce();
 }
 
 void Checkpointer::on_interrupt(int done_epoch, bool epoch_complete) {
   // A complete epoch was saved by on_fit_epoch_end unless --nosave skipped it. Either way the
   // save is on disk before the program reports the stop and exits.
-  if (!epoch_complete || nosave_) writer_->save(make_(done_epoch), {paths_.last});
+  if (!epoch_complete || nosave_) {
+    writer_->save(make_(done_epoch), {paths_.last});
+    unannounced_.emplace_back(done_epoch, std::vector<std::string>{paths_.last});
+  }
   writer_->flush();
+  announce();
 }
 
 void Checkpointer::on_train_end(int epochs_run, double seconds) {
   writer_->flush();  // before the files are stripped and best.pt is validated
+  announce();
   // YOLOv5 strips the optimizer from the final weights unless periodic checkpoints were asked for.
   if (save_period_ >= 1) return;
   for (const std::string& f : {paths_.last, paths_.best}) {
@@ -216,7 +233,10 @@ void add_rank0_callbacks(Trainer& trainer) {
   trainer.add_callback(std::make_unique<TensorBoardLog>(s.paths.save_dir));
   trainer.add_callback(std::make_unique<Checkpointer>(
       s.paths, [&trainer](int epoch) { return trainer.make_checkpoint(epoch); }, s.opt.nosave,
-      s.opt.save_period, nullptr, /*background=*/!s.dev.device.is_cpu()));
+      s.opt.save_period, nullptr, /*background=*/!s.dev.device.is_cpu(),
+      [&trainer](int epoch, const std::vector<std::string>& files) {
+        trainer.model_saved(epoch, files);
+      }));
   if (s.opt.noplots) return;
   std::vector<std::array<float, 5>> labels;
   for (const auto& ls : s.train_set->labels()) {

@@ -78,9 +78,12 @@ class Checkpointer : public Callback {
  public:
   // `sink` replaces write_file_atomic (tests). `background` = false waits for each epoch's write
   // (CPU training, whose kernels keep every core busy: a writer beside them only slows them).
+  // `saved` hears of each epoch's files once they are on disk: at once when writes are waited
+  // for, else at the next epoch start that finds them written, or at the end.
+  using Saved = std::function<void(int epoch, const std::vector<std::string>& files)>;
   Checkpointer(RunPaths paths, std::function<Checkpoint(int)> make, bool nosave, int save_period,
                std::function<void(const std::string&, const std::string&)> sink = {},
-               bool background = true);
+               bool background = true, Saved saved = {});
   ~Checkpointer() override;
   void on_train_epoch_start(int epoch) override;
   void on_fit_epoch_end(const EpochReport& r) override;
@@ -93,7 +96,10 @@ class Checkpointer : public Callback {
   bool nosave_;
   int save_period_;
   bool background_;
+  Saved saved_;
+  std::vector<std::pair<int, std::vector<std::string>>> unannounced_;
   std::unique_ptr<CheckpointWriter> writer_;
+  void announce();  // tells `saved_` of the files written, once nothing is pending
 };
 
 // labels.jpg, train_batch0-2.jpg and results.png.

@@ -14,6 +14,7 @@
 #include "utils/engine/train.h"
 #include "utils/engine/train_config.h"
 #include "utils/engine/train_options.h"
+#include "yolo/train.h"
 
 namespace yolo {
 
@@ -67,7 +68,7 @@ int train_main(int argc, char** argv) {
     if (cfg.opt().evolve > 0) {
       evolve(cfg);
     } else {
-      train(std::move(cfg));
+      train(TrainSettings(std::make_shared<const TrainConfig>(std::move(cfg))));
     }
   } catch (const std::exception& e) {
     report_to_torchrun(e);

@@ -377,6 +377,10 @@ void Trainer::final_validation(TrainSummary& summary) {
 }
 
 TrainSummary train(TrainConfig cfg, std::vector<std::unique_ptr<Callback>> callbacks) {
+  return train(std::move(cfg), [&callbacks](const TrainSetup&) { return std::move(callbacks); });
+}
+
+TrainSummary train(TrainConfig cfg, const CallbackFactory& make_callbacks) {
   g_stop.store(false);
   Options in_force = cfg.opt();
   try {
@@ -392,7 +396,7 @@ TrainSummary train(TrainConfig cfg, std::vector<std::unique_ptr<Callback>> callb
     const bool rank0 = setup.dist.is_rank0();
     Trainer trainer(std::move(setup));
     if (rank0) add_rank0_callbacks(trainer);
-    for (auto& cb : callbacks) trainer.add_callback(std::move(cb));
+    for (auto& cb : make_callbacks(trainer.setup())) trainer.add_callback(std::move(cb));
     return trainer.fit();
   } catch (const c10::OutOfMemoryError& e) {
     // Checkpoints are written whole or not at all, so the last good last.pt stays as it was.

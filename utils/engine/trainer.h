@@ -45,6 +45,10 @@ class Trainer {
   // `timing`: how the step's phases are timed (default: CUDA events on a GPU, host time else).
   explicit Trainer(TrainSetup setup, std::optional<PhaseClock::Mode> timing = std::nullopt);
   void add_callback(std::unique_ptr<Callback> cb) { callbacks_.add(std::move(cb)); }
+  // Tells every callback that `files` of `epoch` are on disk (the Checkpointer calls it).
+  void model_saved(int epoch, const std::vector<std::string>& files) {
+    callbacks_.model_save(epoch, files);
+  }
   TrainSummary fit();
   // The state after `done_epoch` for last.pt/best.pt (rank 0: it holds the EMA).
   Checkpoint make_checkpoint(int done_epoch) const;

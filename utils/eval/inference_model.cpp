@@ -82,6 +82,10 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
     throw UsageError("--weights: file '" + weights + "' not found");
   }
   if (!o.cfg.empty()) log_warn("--cfg is ignored for " + weights + ": the file holds its model");
+  if (o.half) {
+    log_warn("half precision applies to .pt weights: " + weights +
+             " runs as exported (export with --half for a float16 file)");
+  }
   if (format_ == WeightsFormat::kTorchScript) {
     load_torchscript(weights);
   } else {
@@ -96,6 +100,14 @@ void InferenceModel::load_pytorch(const std::string& weights, const InferenceOpt
   model_->eval();
   if (o.fuse) model_->fuse();
   model_->to(device_);
+  if (o.half) {
+    if (!device_.is_cuda()) {
+      throw UsageError("half precision runs on a CUDA device only (this run is on " +
+                       device_.str() + ")");
+    }
+    model_->to(torch::kHalf);
+    half_ = true;
+  }
   if (device_.is_cpu()) to_channels_last(*model_);  // faster convolutions on the CPU
   names_ = lm.names;
   stride_ = model_->max_stride();
@@ -218,7 +230,9 @@ torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
                              std::to_string(fixed_w_) + ", got " + std::to_string(images.size(2)) +
                              "x" + std::to_string(images.size(3)));
   }
-  if (format_ == WeightsFormat::kPyTorch) return model_->forward(images).pred.to(torch::kFloat);
+  if (format_ == WeightsFormat::kPyTorch) {
+    return model_->forward(half_ ? images.to(torch::kHalf) : images).pred.to(torch::kFloat);
+  }
   if (format_ == WeightsFormat::kTorchScript) {
     torch::Tensor x = script_->half ? images.to(torch::kHalf) : images;
     if (device_.is_cpu()) x = x.contiguous(at::MemoryFormat::ChannelsLast);

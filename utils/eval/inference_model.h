@@ -24,7 +24,8 @@ bool onnx_runtime_available();
 struct InferenceOptions {
   std::string cfg, data;  // .pt only: override what the checkpoint says
   torch::Device device = torch::kCPU;
-  bool fuse = true;  // .pt: fold BatchNorm into the convolutions
+  bool fuse = true;   // .pt: fold BatchNorm into the convolutions
+  bool half = false;  // .pt: float16 weights and inputs (CUDA only)
 };
 
 class InferenceModel {
@@ -66,6 +67,7 @@ class InferenceModel {
   DetectionModel model_{nullptr};
   std::string data_;
   bool single_cls_ = false;
+  bool half_ = false;
   std::unique_ptr<Script> script_;
   std::unique_ptr<Onnx> onnx_;
 };

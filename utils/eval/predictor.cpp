@@ -1,7 +1,6 @@
 #include "utils/eval/predictor.h"
 
 #include <glob.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,22 +9,17 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "data/augment.h"
 #include "data/file_lists.h"
 #include "data/image_io.h"
-#include "utils/core/cli.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/progress.h"
-#include "utils/core/runtime/device.h"
 #include "utils/core/stopwatch.h"
-#include "utils/eval/boxes.h"
-#include "utils/eval/inference_model.h"
-#include "utils/eval/nms.h"
 #include "utils/eval/yolo_txt.h"
 #include "utils/viz/plots.h"
+#include "yolo/detector.h"
 
 namespace fs = std::filesystem;
 
@@ -84,53 +78,26 @@ std::vector<std::string> expand_source(const std::string& source) {
 
 std::string run_detect(const DetectConfig& cfg) {
   const std::vector<std::string> files = expand_source(cfg.source);
-  const DeviceSelection dev = select_device(cfg.device);
-  std::string data = cfg.data;
-  if (!data.empty()) data = resolve_config(data, ConfigKind::kData, "--data");
-  InferenceOptions io;
-  io.cfg = cfg.cfg;
-  io.data = data;
-  io.device = dev.device;
-  InferenceModel model(cfg.weights, io);
-  const int gs = model.stride();
-  // A file fixed to one input size gets exactly that size; otherwise the minimal letterbox.
-  const bool fixed = model.fixed_height() > 0;
-  const int imgsz = check_img_size(cfg.imgsz, gs);
-  const cv::Size shape = fixed ? cv::Size(static_cast<int>(model.fixed_width()),
-                                          static_cast<int>(model.fixed_height()))
-                               : cv::Size(imgsz, imgsz);
-  if (fixed && (shape.width != imgsz || shape.height != imgsz)) {
-    log_info(cfg.weights + " takes " + std::to_string(shape.height) + "x" +
-             std::to_string(shape.width) + " images: --imgsz " + std::to_string(cfg.imgsz) +
-             " is not used");
-  }
+  DetectorOptions o;
+  o.device = cfg.device;
+  o.imgsz = cfg.imgsz;
+  o.conf_thres = static_cast<float>(cfg.conf_thres);
+  o.iou_thres = static_cast<float>(cfg.iou_thres);
+  o.max_det = cfg.max_det;
+  o.classes = cfg.classes;
+  o.cfg = cfg.cfg;
+  o.verbose = true;
+  if (!cfg.data.empty()) o.data = resolve_config(cfg.data, ConfigKind::kData, "--data");
+  Detector detector(cfg.weights, o);
+  const std::vector<std::string>& names = detector.names();
   const std::string save_dir =
       increment_path((fs::path(cfg.project) / cfg.name).string(), cfg.exist_ok, true);
   if (cfg.save_txt) fs::create_directories(fs::path(save_dir) / "labels");
-  NmsOptions nms;
-  nms.conf_thres = cfg.conf_thres;
-  nms.iou_thres = cfg.iou_thres;
-  nms.max_det = cfg.max_det;
-  nms.classes = cfg.classes;
-  torch::NoGradGuard no_grad;
   const Stopwatch clock;
   for (size_t i = 0; i < files.size(); ++i) {
     const Stopwatch t0;
     cv::Mat im0 = read_image(files[i]);  // throws naming the file when unreadable
-    const LetterboxResult lb = letterbox(im0, shape, !fixed, false, true, gs);
-    cv::Mat rgb;
-    cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
-    at::Tensor x = torch::from_blob(rgb.data, {rgb.rows, rgb.cols, 3}, torch::kUInt8)
-                       .permute({2, 0, 1})
-                       .unsqueeze(0)
-                       .to(dev.device)
-                       .to(torch::kFloat)
-                       .div(255);
-    at::Tensor det = non_max_suppression(model.predict(x), nms)[0].cpu();
-    if (det.size(0)) {
-      at::Tensor b = det.slice(1, 0, 4);
-      scale_boxes(b, lb.ratio_w, lb.pad_w, lb.pad_h, im0.rows, im0.cols);
-    }
+    const std::vector<Detection> det = detector.detect(im0);
     const double ms = t0.milliseconds();
     std::map<int, int> counts;
     const fs::path src(files[i]);
@@ -138,28 +105,27 @@ std::string run_detect(const DetectConfig& cfg) {
       write_yolo_txt((fs::path(save_dir) / "labels" / (src.stem().string() + ".txt")).string(), det,
                      im0.cols, im0.rows, cfg.save_conf);
     }
-    for (int64_t k = 0; k < det.size(0); ++k) {
-      const float x1 = det[k][0].item<float>(), y1 = det[k][1].item<float>();
-      const float x2 = det[k][2].item<float>(), y2 = det[k][3].item<float>();
-      const float conf = det[k][4].item<float>();
-      const int c = det[k][5].item<int>();
-      ++counts[c];
+    for (const Detection& d : det) {
+      ++counts[d.class_id];
       if (!cfg.nosave) {
         char label[128];
-        std::snprintf(label, sizeof(label), "%s %.2f", class_name(model.names(), c).c_str(), conf);
-        draw_box(im0, cv::Rect2f(x1, y1, x2 - x1, y2 - y1), label, c, cfg.line_thickness);
+        std::snprintf(label, sizeof(label), "%s %.2f", class_name(names, d.class_id).c_str(),
+                      d.confidence);
+        draw_box(im0, cv::Rect2f(d.x1, d.y1, d.x2 - d.x1, d.y2 - d.y1), label, d.class_id,
+                 cfg.line_thickness);
       }
     }
     if (!cfg.nosave) {
       const std::string out = (fs::path(save_dir) / src.filename()).string();
       if (!cv::imwrite(out, im0)) throw std::runtime_error(out + ": cannot write the image");
     }
+    const cv::Size input = detector.input_size(im0.size());
     std::string s = "image " + std::to_string(i + 1) + "/" + std::to_string(files.size()) + " " +
-                    files[i] + ": " + std::to_string(lb.image.rows) + "x" +
-                    std::to_string(lb.image.cols) + " ";
+                    files[i] + ": " + std::to_string(input.height) + "x" +
+                    std::to_string(input.width) + " ";
     if (counts.empty()) s += "(no detections), ";
     for (const auto& [c, n] : counts) {
-      s += std::to_string(n) + " " + class_name(model.names(), c) + (n > 1 ? "s" : "") + ", ";
+      s += std::to_string(n) + " " + class_name(names, c) + (n > 1 ? "s" : "") + ", ";
     }
     // YOLOv5's line per image, with the run's elapsed time and ETA as its progress bars show them.
     const double elapsed = clock.seconds();

@@ -3,6 +3,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <vector>
+
+#include "yolo/detector.h"
 
 namespace yolo {
 
@@ -10,5 +13,7 @@ namespace yolo {
 // lines "cls cx cy w h[ conf]", normalised to the image. Throws naming the file when it cannot.
 void write_yolo_txt(const std::string& path, const at::Tensor& det, int64_t w0, int64_t h0,
                     bool save_conf);
+void write_yolo_txt(const std::string& path, const std::vector<Detection>& det, int64_t w0,
+                    int64_t h0, bool save_conf);
 
 }  // namespace yolo

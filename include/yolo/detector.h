@@ -1,0 +1,61 @@
+#pragma once
+// yolo::Detector: object detection on OpenCV images with any weights the detect program takes
+// (this project's checkpoints, YOLOv5 .pt files, and .torchscript and .onnx exports where the
+// build runs them). Part of the public library (find_package(yolo_cpp), target yolo_cpp::yolo).
+#include <memory>
+#include <opencv2/core/mat.hpp>
+#include <string>
+#include <vector>
+
+namespace yolo {
+
+// One detected object, in the pixels of the image given to detect().
+struct Detection {
+  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // top-left and bottom-right corners
+  float confidence = 0;
+  int class_id = 0;
+};
+
+// The detect program's settings, with its defaults.
+struct DetectorOptions {
+  std::string device;         // "" (first GPU, else CPU), "cpu", "0", ...
+  int imgsz = 640;            // inference size, rounded up to a multiple of the model's stride
+  float conf_thres = 0.25f;   // keep detections at least this confident
+  float iou_thres = 0.45f;    // NMS IoU threshold
+  int max_det = 1000;         // at most this many detections per image
+  std::vector<int> classes;   // keep only these class ids (empty: all)
+  bool agnostic_nms = false;  // NMS across classes
+  bool half = false;          // float16 inference (CUDA, .pt weights)
+  std::string data;           // a dataset YAML whose names replace the weights' (optional)
+  std::string cfg;            // .pt only: a model YAML instead of the checkpoint's (optional)
+  bool verbose = false;       // print what loading reports (the detect program's lines)
+};
+
+class Detector {
+ public:
+  // Loads `weights` on the options' device. Throws std::runtime_error naming the option or the
+  // file: a bad option, a missing file, one that cannot be loaded.
+  explicit Detector(const std::string& weights, const DetectorOptions& options = {});
+  ~Detector();
+  Detector(Detector&&) noexcept;
+  Detector& operator=(Detector&&) noexcept;
+
+  // Detections in a BGR image (8-bit, 3 channels, as cv::imread gives), most confident first.
+  std::vector<Detection> detect(const cv::Mat& bgr);
+  // The same for several images at once (one forward pass; sizes may differ).
+  std::vector<std::vector<Detection>> detect(const std::vector<cv::Mat>& bgr_images);
+
+  // Class names by id, from the weights (or DetectorOptions::data).
+  const std::vector<std::string>& names() const;
+  // The size (width, height) an image of `image_size` is resized and padded to for detect().
+  cv::Size input_size(cv::Size image_size) const;
+  int stride() const;
+  // The device in use, e.g. "cpu" or "cuda:0".
+  std::string device() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace yolo
