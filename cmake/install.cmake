@@ -39,3 +39,19 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/yolo_cppConfigVersion.cm
 install(FILES "${PROJECT_BINARY_DIR}/yolo_cppConfig.cmake"
               "${PROJECT_BINARY_DIR}/yolo_cppConfigVersion.cmake"
         DESTINATION "${YOLO_INSTALL_CMAKEDIR}")
+
+# cpack -G DEB (in the build folder): a Debian package of the same tree, installed under /usr.
+# Its programs find LibTorch where the build found it (their run path), so the package suits
+# machines that have that LibTorch at the same place (Debian's libtorch-dev for a --torch system
+# build).
+set(CPACK_PACKAGE_NAME yolo-cpp)
+set(CPACK_PACKAGE_VENDOR yolo-cpp)
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Native YOLOv5-style object detection trainer on LibTorch")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "yolo-cpp developers")
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "libopencv-dev, libyaml-cpp-dev, libsimdjson-dev, libjpeg62-turbo-dev")
+set(CPACK_GENERATOR DEB)
+include(CPack)

@@ -43,6 +43,15 @@ if [[ "$mode" == install ]]; then
   internal=$(find "$P/include" -type f ! -path "$P/include/yolo/*" | head -3)
   [[ -z "$internal" ]] || fail "internal headers installed: $internal"
   echo "installed into a prefix, moved to $P"
+  # The Debian package holds the same tree under /usr.
+  if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
+    cpack -G DEB -B "$tmp/deb" --config "$build/CPackConfig.cmake" >"$tmp/cpack.log" 2>&1 ||
+      { tail -20 "$tmp/cpack.log"; fail "cpack -G DEB failed"; }
+    dpkg-deb -x "$tmp"/deb/*.deb "$tmp/debroot"
+    diff <(cd "$P" && find . -type f | sort) <(cd "$tmp/debroot/usr" && find . -type f | sort) ||
+      fail "the Debian package's files differ from the installed tree's"
+    echo "cpack -G DEB: the same $(find "$P" -type f | wc -l) files under /usr"
+  fi
   train=$P/bin/train detect=$P/bin/detect
   (cd "$tmp/work" && "$train" --cfg yolov5n.yaml --epochs 1 --imgsz 64 --batch-size 16 \
     --workers 0 --device cpu --noplots --project runs --name tiny) >"$tmp/train.log" 2>&1 ||
@@ -65,9 +74,11 @@ fi
 weights=$tmp/work/runs/tiny/weights/last.pt
 [[ -f "$weights" ]] || fail "no $weights"
 
-# docs/api.md's example is tests/consumer/example.cpp, which is built below.
-diff <(awk '/^```cpp$/ {f = 1; next} /^```$/ && f {exit} f' "$src/docs/api.md") \
-  "$src/tests/consumer/example.cpp" >/dev/null || fail "docs/api.md's example differs from example.cpp"
+# The example in the README and docs/api.md is tests/consumer/example.cpp, which is built below.
+for doc in README.md docs/api.md; do
+  diff <(awk '/^```cpp$/ {f = 1; next} /^```$/ && f {exit} f' "$src/$doc") \
+    "$src/tests/consumer/example.cpp" >/dev/null || fail "$doc's example differs from example.cpp"
+done
 
 start=$(date +%s)
 cmake -S "$src/tests/consumer" -B "$tmp/consumer" "${args[@]}" >"$tmp/configure.log" 2>&1 ||
