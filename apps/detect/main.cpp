@@ -21,7 +21,10 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
       Bind("data", &C::data, "dataset YAML for class names (default: from the checkpoint)")
           .metavar("PATH"),
       Bind("cfg", &C::cfg, "model YAML (default: from the checkpoint)").metavar("PATH"),
-      Bind("imgsz", &C::imgsz, "inference size in pixels").alias("--img").alias("--img-size"),
+      Bind("imgsz", &C::imgsz, "inference size in pixels")
+          .alias("--img")
+          .alias("--img-size")
+          .check(at_least(1, "must be >= 1")),
       Bind("conf-thres", &C::conf_thres, "confidence threshold").check(in_range(0, 1)),
       Bind("iou-thres", &C::iou_thres, "NMS IoU threshold").check(in_range(0, 1)),
       Bind("max-det", &C::max_det, "maximum detections per image")
@@ -31,11 +34,15 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
       Bind("save-conf", &C::save_conf, "save confidences in --save-txt labels"),
       Bind("nosave", &C::nosave, "do not save images"),
       Bind("classes", &C::classes, "filter by class: --classes 0 2 3 or --classes 0,2,3"),
+      Bind("agnostic-nms", &C::agnostic_nms, "class-agnostic NMS"),
+      Bind("half", &C::half, "use FP16 half-precision inference (CUDA, .pt weights)"),
       Bind("project", &C::project, "save results to project/name").metavar("DIR"),
       Bind("name", &C::name, "save results to project/name"),
       Bind("exist-ok", &C::exist_ok, "existing project/name ok, do not increment"),
       Bind("line-thickness", &C::line_thickness, "bounding box thickness (pixels)")
           .check(at_least(1, "must be >= 1")),
+      Bind("hide-labels", &C::hide_labels, "hide labels"),
+      Bind("hide-conf", &C::hide_conf, "hide confidences"),
   };
   return table;
 }

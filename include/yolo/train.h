@@ -68,13 +68,14 @@ struct TrainResult {
 struct TrainCallbacks {
   std::function<void(const std::string& save_dir)> on_train_start;
   std::function<void(const EpochMetrics&)> on_epoch_end;
-  std::function<void(const CheckpointSaved&)> on_checkpoint_saved;
+  std::function<void(const CheckpointSaved&)> on_checkpoint_saved;  // rank 0 only: it saves
   std::function<void(const TrainResult&)> on_train_end;
 };
 
 // Trains, or continues a run with --resume. Returns when the run ends; throws std::runtime_error
 // on errors (messages name the flag, file or line). Ctrl-C handling is the caller's: call
-// request_stop() to end after the current step with last.pt saved (TrainingInterrupted is thrown).
+// request_stop() to end after the current step with last.pt saved (train then throws a
+// std::runtime_error naming the last.pt to --resume from).
 TrainResult train(const TrainSettings& settings, const TrainCallbacks& callbacks = {});
 
 // Asks a running train() to stop after the current step and save last.pt. Async-signal-safe.

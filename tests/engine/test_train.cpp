@@ -144,6 +144,51 @@ TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
   for (const auto& e : fs::directory_iterator(out / "labels")) labels += e.is_regular_file();
   EXPECT_EQ(images, 16u);
   EXPECT_GT(labels, 0u);
+
+  // --hide-labels draws the boxes alone, --agnostic-nms keeps no two boxes over --iou-thres of
+  // each other whatever their classes.
+  dc.conf_thres = 0.001;
+  dc.name = "plain";
+  const fs::path plain_dir = yolo::run_detect(dc);
+  std::string first;  // the image with the most detections
+  uintmax_t most = 0;
+  for (const auto& e : fs::directory_iterator(plain_dir / "labels")) {
+    if (fs::file_size(e.path()) > most) {
+      most = fs::file_size(e.path());
+      first = e.path().stem().string();
+    }
+  }
+  ASSERT_GT(most, 0u);
+  dc.name = "hidden";
+  dc.hide_labels = true;
+  const cv::Mat plain = cv::imread((plain_dir / (first + ".png")).string());
+  const cv::Mat hidden = cv::imread((fs::path(yolo::run_detect(dc)) / (first + ".png")).string());
+  ASSERT_FALSE(plain.empty());
+  ASSERT_EQ(plain.size(), hidden.size());
+  EXPECT_GT(cv::norm(plain, hidden, cv::NORM_L1), 0);
+  yolo::DetectorOptions agnostic;
+  agnostic.device = "cpu";
+  agnostic.imgsz = 128;
+  agnostic.conf_thres = 0.001f;
+  agnostic.agnostic_nms = true;
+  const cv::Mat im = cv::imread((root_ / "shapes/images/val" / (first + ".png")).string());
+  const auto boxes = yolo::Detector(dc.weights, agnostic).detect(im);
+  agnostic.agnostic_nms = false;
+  EXPECT_LT(boxes.size(), yolo::Detector(dc.weights, agnostic).detect(im).size());
+  // Boxes clipped at the image's border may overlap more than they did when NMS compared them.
+  auto inside = [&](const yolo::Detection& d) {
+    return d.x1 > 0 && d.y1 > 0 && d.x2 < im.cols && d.y2 < im.rows;
+  };
+  for (size_t a = 0; a < boxes.size(); ++a) {
+    for (size_t b = a + 1; b < boxes.size(); ++b) {
+      if (!inside(boxes[a]) || !inside(boxes[b])) continue;
+      const float iw = std::min(boxes[a].x2, boxes[b].x2) - std::max(boxes[a].x1, boxes[b].x1);
+      const float ih = std::min(boxes[a].y2, boxes[b].y2) - std::max(boxes[a].y1, boxes[b].y1);
+      const float inter = std::max(iw, 0.f) * std::max(ih, 0.f);
+      auto area = [](const yolo::Detection& d) { return (d.x2 - d.x1) * (d.y2 - d.y1); };
+      EXPECT_LE(inter / (area(boxes[a]) + area(boxes[b]) - inter), agnostic.iou_thres + 1e-3);
+    }
+  }
 }
 
 // Model + loss + optimizer can fit: one fixed batch, plain SGD; the loss falls and the mAP on
@@ -681,7 +726,9 @@ TEST_F(TrainTest, DetectorFindsBoxesInsideTheImageAndBatchesAsOneByOne) {
     EXPECT_LE(d.y2, im.rows);
     EXPECT_GE(d.confidence, o.conf_thres);
     EXPECT_TRUE(d.class_id >= 0 && d.class_id < 3);
-    if (k) EXPECT_LE(d.confidence, one[k - 1].confidence);  // most confident first
+    if (k) {
+      EXPECT_LE(d.confidence, one[k - 1].confidence);  // most confident first
+    }
   }
   const auto batch = det.detect(std::vector<cv::Mat>{im, im});
   ASSERT_EQ(batch.size(), 2u);

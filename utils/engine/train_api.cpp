@@ -7,7 +7,6 @@
 #include "utils/engine/train_config.h"
 #include "utils/engine/train_options.h"
 #include "utils/engine/train_setup.h"
-#include "utils/eval/validator.h"
 #include "yolo/train.h"
 
 namespace yolo {

@@ -38,6 +38,7 @@ void draw_box(cv::Mat& im, const cv::Rect2f& box, const std::string& label, int 
   const cv::Scalar color = class_color(cls);
   cv::rectangle(im, cv::Point(box.x, box.y), cv::Point(box.x + box.width, box.y + box.height),
                 color, lw, cv::LINE_AA);
+  if (label.empty()) return;  // --hide-labels
   const double fs = std::max(lw - 1, 1) / 3.0;
   int base = 0;
   const cv::Size ts =
@@ -87,6 +88,8 @@ std::string run_detect(const DetectConfig& cfg) {
   o.classes = cfg.classes;
   o.cfg = cfg.cfg;
   o.verbose = true;
+  o.agnostic_nms = cfg.agnostic_nms;
+  o.half = cfg.half;
   if (!cfg.data.empty()) o.data = resolve_config(cfg.data, ConfigKind::kData, "--data");
   Detector detector(cfg.weights, o);
   const std::vector<std::string>& names = detector.names();
@@ -108,9 +111,13 @@ std::string run_detect(const DetectConfig& cfg) {
     for (const Detection& d : det) {
       ++counts[d.class_id];
       if (!cfg.nosave) {
-        char label[128];
-        std::snprintf(label, sizeof(label), "%s %.2f", class_name(names, d.class_id).c_str(),
-                      d.confidence);
+        // YOLOv5's label: "name 0.87", "name" with --hide-conf, none with --hide-labels.
+        std::string label = cfg.hide_labels ? "" : class_name(names, d.class_id);
+        if (!cfg.hide_labels && !cfg.hide_conf) {
+          char conf[16];
+          std::snprintf(conf, sizeof(conf), " %.2f", d.confidence);
+          label += conf;
+        }
         draw_box(im0, cv::Rect2f(d.x1, d.y1, d.x2 - d.x1, d.y2 - d.y1), label, d.class_id,
                  cfg.line_thickness);
       }

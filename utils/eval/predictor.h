@@ -13,6 +13,7 @@ struct DetectConfig {
   int max_det = 1000;
   std::vector<int> classes;
   bool save_txt = false, save_conf = false, nosave = false;
+  bool agnostic_nms = false, half = false, hide_labels = false, hide_conf = false;
   std::string project = "runs/detect", name = "exp";
   bool exist_ok = false;
   int line_thickness = 3;
