@@ -188,3 +188,15 @@ TEST_F(ValidatorTest, LossIsTheMeanOfTheBatches) {
 }
 
 }  // namespace
+
+// YOLOv5's train.py validates best.pt at NMS IoU 0.65 on COCO (its val split is one list file,
+// coco/val2017.txt) and at 0.60 elsewhere.
+TEST(FinalValidation, IouIsCocosOnCocoAndValsDefaultElsewhere) {
+  yolo::DatasetConfig coco;
+  coco.val = {"/data/coco/val2017.txt"};
+  EXPECT_DOUBLE_EQ(yolo::final_validation_iou(coco), 0.65);
+  yolo::DatasetConfig other;
+  other.val = {"/data/shapes/images/val"};
+  EXPECT_DOUBLE_EQ(yolo::final_validation_iou(other), 0.60);
+  EXPECT_DOUBLE_EQ(yolo::final_validation_iou(other), yolo::ValConfig().iou_thres);
+}

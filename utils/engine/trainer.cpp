@@ -367,6 +367,7 @@ void Trainer::final_validation(TrainSummary& summary) {
   // As YOLOv5 (save_json=is_coco): on COCO data best.pt is also scored with COCO's protocol.
   cfg.save_json = cfg.coco91 = is_coco_dataset(s_.data);
   cfg.json_name = "best_predictions.json";
+  cfg.iou_thres = final_validation_iou(s_.data);
   ValResult vr = run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
   callbacks_.val_end(vr, true);  // the table shows val's own metrics, then COCO's summary follows
   if (cfg.save_json) {

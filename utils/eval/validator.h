@@ -64,6 +64,9 @@ struct DatasetConfig;
 
 // YOLOv5's is_coco: the val split is a single list file ending in coco/val2017.txt.
 bool is_coco_dataset(const DatasetConfig& dc);
+// The NMS IoU of training's final validation of best.pt, as YOLOv5's train.py: 0.65 on COCO,
+// 0.60 (val's default) elsewhere.
+double final_validation_iou(const DatasetConfig& dc);
 
 // val --save-json's last step, as YOLOv5's: when the dataset has annotations/instances_val2017.json
 // under its path, scores the results file `json` with COCO's protocol over the validated `images`,
