@@ -1,7 +1,7 @@
 # cmake --install BUILD --prefix P: the programs in P/bin, the public library's static archives in
 # P/lib/yolo_cpp, its headers in P/include/yolo, the model, data and hyp YAMLs in
 # P/share/yolo_cpp (where an installed program looks for bare config names, relative to itself)
-# and the CMake package: find_package(yolo_cpp) gives yolo_cpp::yolo.
+# and the CMake package: find_package(yolo_cpp) gives yolo_cpp::yolo (and yolo_cpp::detector).
 include(CMakePackageConfigHelpers)
 set(YOLO_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/yolo_cpp")
 
@@ -11,7 +11,7 @@ foreach(program train val detect export)
   endif()
 endforeach()
 
-install(TARGETS yolo yolo_common yolo_core yolo_models yolo_data yolo_viz yolo_eval
+install(TARGETS yolo yolo_detector yolo_common yolo_core yolo_models yolo_data yolo_viz yolo_eval
                 yolo_distributed yolo_engine
         EXPORT yolo_cppTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}/yolo_cpp")
