@@ -26,26 +26,50 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
     throw std::runtime_error(src + ": depth_multiple and width_multiple must be > 0");
   }
   const YAML::Node anchors = root["anchors"];
-  if (!anchors || !anchors.IsSequence() || anchors.size() == 0) {
+  if (anchors && anchors.IsScalar()) {
+    int count = 0;
+    try {
+      count = anchors.as<int>();
+    } catch (const YAML::Exception&) {
+      count = 0;
+    }
+    if (count < 1 || count > 16) {
+      throw std::runtime_error(at(src, anchors) +
+                               ": 'anchors' must be per-level lists of w,h pairs in pixels, or a "
+                               "count of anchors per level from 1 to 16, not '" +
+                               anchors.Scalar() + "'");
+    }
+    spec.anchor_count = count;
+  } else if (!anchors || !anchors.IsSequence() || anchors.size() == 0) {
     throw std::runtime_error(src +
                              ": 'anchors' must be a list of per-level lists (w,h pairs in pixels)");
   }
-  for (const auto& level : anchors) {
-    if (!level.IsSequence() || level.size() == 0 || level.size() % 2 != 0) {
-      throw std::runtime_error(at(src, level) + ": each anchors entry needs w,h pairs");
-    }
-    std::vector<double> v;
-    for (const auto& a : level) {
-      try {
-        v.push_back(a.as<double>());
-      } catch (const YAML::Exception&) {
-        throw std::runtime_error(at(src, a) + ": anchor values must be numbers");
+  if (spec.anchor_count == 0) {
+    for (const auto& level : anchors) {
+      if (!level.IsSequence() || level.size() == 0 || level.size() % 2 != 0) {
+        throw std::runtime_error(at(src, level) + ": each anchors entry needs w,h pairs");
       }
+      std::vector<double> v;
+      for (const auto& a : level) {
+        try {
+          v.push_back(a.as<double>());
+        } catch (const YAML::Exception&) {
+          throw std::runtime_error(at(src, a) + ": anchor values must be numbers");
+        }
+      }
+      if (!spec.anchors.empty() && v.size() != spec.anchors[0].size()) {
+        throw std::runtime_error(at(src, level) + ": every level needs the same number of anchors");
+      }
+      spec.anchors.push_back(std::move(v));
     }
-    if (!spec.anchors.empty() && v.size() != spec.anchors[0].size()) {
-      throw std::runtime_error(at(src, level) + ": every level needs the same number of anchors");
+  }
+  if (const YAML::Node act = root["activation"]; act && !act.IsNull()) {
+    if (!act.IsScalar()) {
+      throw std::runtime_error(at(src, act) + ": 'activation' must be a module such as " +
+                               "nn.LeakyReLU(0.1)");
     }
-    spec.anchors.push_back(std::move(v));
+    spec.activation = act.Scalar();
+    spec.activation_line = act.Mark().line + 1;
   }
   for (const char* part : {"backbone", "head"}) {
     const YAML::Node list = root[part];
@@ -78,10 +102,26 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
       }
       if (!row[3].IsSequence()) throw std::runtime_error(where + ": 'args' must be a list");
       for (const auto& a : row[3]) {
-        if (!a.IsScalar()) {
-          throw std::runtime_error(at(src, a) + ": only scalar module arguments are supported");
+        if (a.IsNull()) {  // Python's None, as a pickled model's yaml holds it
+          L.args.push_back("None");
+          continue;
         }
-        L.args.push_back(a.Scalar());
+        if (a.IsScalar()) {
+          L.args.push_back(a.Scalar());
+          continue;
+        }
+        // A list of scalars, such as SPP's kernel sizes [5, 9, 13].
+        std::string text = "[";
+        bool flat = a.IsSequence() && a.size() > 0;
+        for (size_t k = 0; flat && k < a.size(); ++k) {
+          flat = a[k].IsScalar();
+          if (flat) text += (k ? ", " : "") + a[k].Scalar();
+        }
+        if (!flat) {
+          throw std::runtime_error(at(src, a) +
+                                   ": a module argument must be a scalar or a list of scalars");
+        }
+        L.args.push_back(text + "]");
       }
       spec.layers.push_back(std::move(L));
     }

@@ -7,11 +7,12 @@
 namespace yolo {
 
 struct LayerSpec {
-  std::vector<int> from;          // -1 = previous layer
-  int number = 1;                 // repeats before depth_multiple
-  std::string module;             // "Conv", "C3", "nn.Upsample", ...
-  std::vector<std::string> args;  // scalars as written ("nc", "anchors", "None", "False", "64")
-  int line = 0;                   // 1-based line in the YAML, for messages
+  std::vector<int> from;  // -1 = previous layer
+  int number = 1;         // repeats before depth_multiple
+  std::string module;     // "Conv", "C3", "nn.Upsample", ...
+  // Scalars as written ("nc", "anchors", "None", "False", "64"); a list of scalars as "[5, 9, 13]".
+  std::vector<std::string> args;
+  int line = 0;  // 1-based line in the YAML, for messages
 };
 
 struct ModelSpec {
@@ -19,8 +20,19 @@ struct ModelSpec {
   int nc = 80;
   double depth_multiple = 1.0;
   double width_multiple = 1.0;
-  std::vector<std::vector<double>> anchors;  // per level: w0,h0,w1,h1,... in pixels
-  std::vector<LayerSpec> layers;             // backbone then head
+  // Per level: w0,h0,w1,h1,... in pixels. Empty when `anchors:` is a count (anchor_count).
+  std::vector<std::vector<double>> anchors;
+  // `anchors: N` (or a hyp file's `anchors`): N anchors per level, placeholders that AutoAnchor
+  // replaces, as YOLOv5 builds them. 0 when the YAML lists them.
+  int anchor_count = 0;
+  // `activation:` as written (e.g. "nn.LeakyReLU(0.1)"); empty: SiLU.
+  std::string activation;
+  int activation_line = 0;
+  std::vector<LayerSpec> layers;  // backbone then head
+
+  int anchors_per_level() const {
+    return anchor_count > 0 ? anchor_count : static_cast<int>(anchors.at(0).size() / 2);
+  }
 };
 
 ModelSpec parse_model_spec_file(const std::string& path);

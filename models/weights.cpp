@@ -29,7 +29,8 @@ bool to_state_dict(const PyValue& v, StateDict& out) {
   if (!v.is(PyValue::Type::kDict)) return false;
   for (const auto& [k, t] : v.entries) {
     if (!k->is(PyValue::Type::kStr) || !t->is(PyValue::Type::kTensor)) return false;
-    out[k->text] = t->tensor;
+    // float16 (stripped weights) is read as float32, what training and inference use.
+    out[k->text] = t->tensor.scalar_type() == at::kHalf ? t->tensor.to(at::kFloat) : t->tensor;
   }
   return true;
 }
@@ -152,6 +153,16 @@ LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file, cons
                              "architecture; pass the matching --cfg");
   }
   return r;
+}
+
+void match_anchor_count(ModelSpec& spec, const StateDict& sd) {
+  if (spec.layers.empty()) return;
+  const auto it = sd.find("model." + std::to_string(spec.layers.size() - 1) + ".anchors");
+  if (it == sd.end() || it->second.dim() != 3 || it->second.size(2) != 2) return;
+  const int na = static_cast<int>(it->second.size(1));
+  if (na < 1 || na == spec.anchors_per_level()) return;
+  spec.anchor_count = na;
+  spec.anchors.clear();
 }
 
 }  // namespace yolo

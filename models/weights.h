@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/model_config.h"
 #include "models/yolov5_checkpoint.h"
 
 namespace yolo {
@@ -40,6 +41,11 @@ bool is_yolov5_checkpoint(const std::string& path);
 // opt.yaml names it) while that exists, else the one W's stem names (yolov5s.pt ->
 // yolov5s.yaml). Throws UsageError when none is there.
 std::string model_cfg_for_weights(const WeightsFile& file, const std::string& weights);
+
+// When `sd`'s Detect anchors (model.<last>.anchors, levels x na x 2) hold another number of
+// anchors per level than `spec` lists (a run trained with a hyp file's `anchors: N`), makes
+// `spec` build that many; the weights then carry the fitted values.
+void match_anchor_count(ModelSpec& spec, const StateDict& sd);
 
 // Writes `sd` atomically; the file loads with Python's torch.load.
 void write_state_dict(const StateDict& sd, const std::string& path);

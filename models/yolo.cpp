@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <iomanip>
+#include <numeric>
+#include <set>
 #include <sstream>
 
 #include "models/common.h"
@@ -53,6 +55,35 @@ class ArgReader {
       throw std::runtime_error(where() + ": argument " + std::to_string(i + 1) + " of " +
                                L_.module + " must be a number, got '" + L_.args.at(i) + "'");
     }
+  }
+  // "[5, 9, 13]" or "(5, 9, 13)": SPP's kernel sizes.
+  std::vector<int> int_list(size_t i, bool allow_zero = false) const {
+    const std::string& s = L_.args.at(i);
+    const auto bad = [&]() -> std::runtime_error {
+      return std::runtime_error(where() + ": argument " + std::to_string(i + 1) + " of " +
+                                L_.module + " must be a list of integers, got '" + s + "'");
+    };
+    if (s.size() < 2 ||
+        !((s.front() == '[' && s.back() == ']') || (s.front() == '(' && s.back() == ')'))) {
+      throw bad();
+    }
+    std::vector<int> out;
+    std::stringstream parts(s.substr(1, s.size() - 2));
+    for (std::string part; std::getline(parts, part, ',');) {
+      const size_t a = part.find_first_not_of(' '), b = part.find_last_not_of(' ');
+      if (a == std::string::npos) continue;
+      try {
+        size_t used = 0;
+        const std::string t = part.substr(a, b - a + 1);
+        const int v = std::stoi(t, &used);
+        if (used != t.size() || v < (allow_zero ? 0 : 1)) throw bad();
+        out.push_back(v);
+      } catch (const std::exception&) {
+        throw bad();
+      }
+    }
+    if (out.empty()) throw bad();
+    return out;
   }
   bool boolean(size_t i) const {
     const std::string& s = L_.args.at(i);
@@ -121,40 +152,129 @@ void repeat_module(ParsedLayer& p, int n, int c1, Make make) {
   p.use(seq);
 }
 
-// Conv, Bottleneck, C3 and SPPF: one input, c2 scaled by the width multiple.
+// The modules whose first argument is c2, scaled by the width multiple (YOLOv5 parse_model's
+// first set); the C3 family and BottleneckCSP take the repeats as their own n.
+const std::set<std::string>& block_modules() {
+  static const std::set<std::string> k = {
+      "Conv", "GhostConv", "Bottleneck", "GhostBottleneck", "SPP",
+      "SPPF", "DWConv",    "Focus",      "CrossConv",       "BottleneckCSP",
+      "C3",   "C3TR",      "C3SPP",      "C3Ghost",         "C3x"};
+  return k;
+}
+bool repeats_inside(const std::string& module) {
+  return module == "BottleneckCSP" || module == "C3" || module == "C3TR" || module == "C3Ghost" ||
+         module == "C3x";
+}
+
 void parse_block(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n,
                  const ModelScale& m) {
   const int nc = m.nc;
-  const int c1 = p.single_input(a, L.module);
-  if (L.args.empty()) throw std::runtime_error(a.where() + ": " + L.module + " needs c2");
+  const std::string& mod = L.module;
+  const int c1 = p.single_input(a, mod);
+  if (L.args.empty()) throw std::runtime_error(a.where() + ": " + mod + " needs c2");
   int c2 = a.integer(0, nc);
   if (c2 != m.no) c2 = make_divisible(c2 * m.gw, 8);
   p.c2 = c2;
   p.shown_args = {std::to_string(c1), std::to_string(c2)};
   for (size_t k = 1; k < L.args.size(); ++k) p.shown_args.push_back(L.args[k]);
-  if (L.module == "C3") {
+  const auto opt_int = [&](size_t i, int fallback) {
+    return a.has(i) ? a.integer(i, nc) : fallback;
+  };
+  const auto opt_bool = [&](size_t i, bool fallback) { return a.has(i) ? a.boolean(i) : fallback; };
+  const auto opt_num = [&](size_t i, double fallback) { return a.has(i) ? a.number(i) : fallback; };
+  if (repeats_inside(mod)) {
     a.expect_count(1, 4);
     p.shown_args.insert(p.shown_args.begin() + 2, std::to_string(n));
-    p.use(C3(c1, c2, n, a.has(1) ? a.boolean(1) : true, a.has(2) ? a.integer(2, nc) : 1,
-             a.has(3) ? a.number(3) : 0.5));
-  } else if (L.module == "Conv") {
+    const bool shortcut = opt_bool(1, true);
+    const int g = opt_int(2, 1);
+    const double e = opt_num(3, 0.5);
+    try {
+      if (mod == "BottleneckCSP") {
+        p.use(BottleneckCSP(c1, c2, n, shortcut, g, e));
+      } else {
+        p.use(make_c3_variant(mod, c1, c2, n, shortcut, g, e, {}));
+      }
+    } catch (const std::invalid_argument& err) {
+      throw std::runtime_error(a.where() + ": " + err.what());
+    }
+  } else if (mod == "Conv") {
     a.expect_count(1, 7);
-    const int k = a.has(1) ? a.integer(1, nc) : 1, s = a.has(2) ? a.integer(2, nc) : 1;
-    const int pad = a.has(3) ? a.integer(3, nc) : -1, g = a.has(4) ? a.integer(4, nc) : 1;
-    const int d = a.has(5) ? a.integer(5, nc) : 1;
-    const bool act = a.has(6) ? a.boolean(6) : true;
+    const int k = opt_int(1, 1), s = opt_int(2, 1), pad = opt_int(3, -1), g = opt_int(4, 1);
+    const int d = opt_int(5, 1);
+    const bool act = opt_bool(6, true);
     repeat_module(p, n, c1, [&](int cin) { return Conv(cin, c2, k, s, pad, g, d, act); });
-  } else if (L.module == "Bottleneck") {
+  } else if (mod == "DWConv") {
+    a.expect_count(1, 5);
+    const int k = opt_int(1, 1), s = opt_int(2, 1), d = opt_int(3, 1);
+    const bool act = opt_bool(4, true);
+    repeat_module(p, n, c1,
+                  [&](int cin) { return Conv(cin, c2, k, s, -1, std::gcd(cin, c2), d, act); });
+  } else if (mod == "GhostConv") {
+    a.expect_count(1, 5);
+    const int k = opt_int(1, 1), s = opt_int(2, 1), g = opt_int(3, 1);
+    const bool act = opt_bool(4, true);
+    repeat_module(p, n, c1, [&](int cin) { return GhostConv(cin, c2, k, s, g, act); });
+  } else if (mod == "GhostBottleneck") {
+    a.expect_count(1, 3);
+    const int k = opt_int(1, 3), s = opt_int(2, 1);
+    if (s != 1 && s != 2) throw std::runtime_error(a.where() + ": GhostBottleneck's s is 1 or 2");
+    repeat_module(p, n, c1, [&](int cin) { return GhostBottleneck(cin, c2, k, s); });
+  } else if (mod == "Bottleneck") {
     a.expect_count(1, 4);
-    const bool sc = a.has(1) ? a.boolean(1) : true;
-    const int g = a.has(2) ? a.integer(2, nc) : 1;
-    const double e = a.has(3) ? a.number(3) : 0.5;
+    const bool sc = opt_bool(1, true);
+    const int g = opt_int(2, 1);
+    const double e = opt_num(3, 0.5);
     repeat_module(p, n, c1, [&](int cin) { return Bottleneck(cin, c2, sc, g, e); });
+  } else if (mod == "CrossConv") {
+    a.expect_count(1, 6);
+    const int k = opt_int(1, 3), s = opt_int(2, 1), g = opt_int(3, 1);
+    const double e = opt_num(4, 1.0);
+    const bool sc = opt_bool(5, false);
+    repeat_module(p, n, c1, [&](int cin) { return CrossConv(cin, c2, k, s, g, e, sc); });
+  } else if (mod == "Focus") {
+    a.expect_count(1, 6);
+    const int k = opt_int(1, 1), s = opt_int(2, 1), pad = opt_int(3, -1), g = opt_int(4, 1);
+    const bool act = opt_bool(5, true);
+    repeat_module(p, n, c1, [&](int cin) { return Focus(cin, c2, k, s, pad, g, act); });
+  } else if (mod == "SPP") {
+    a.expect_count(1, 2);
+    const std::vector<int> k = a.has(1) ? a.int_list(1) : std::vector<int>{5, 9, 13};
+    repeat_module(p, n, c1, [&](int cin) { return SPP(cin, c2, k); });
+  } else if (mod == "C3SPP") {
+    // Not in YOLOv5's repeats-inside set: its own n (argument 3) only sizes Bottlenecks that the
+    // SPP replaces.
+    a.expect_count(1, 6);
+    const std::vector<int> k = a.has(1) ? a.int_list(1) : std::vector<int>{5, 9, 13};
+    const bool sc = opt_bool(3, true);
+    const int g = opt_int(4, 1);
+    const double e = opt_num(5, 0.5);
+    repeat_module(p, n, c1,
+                  [&](int cin) { return make_c3_variant("C3SPP", cin, c2, 1, sc, g, e, k); });
   } else {  // SPPF
     a.expect_count(1, 2);
     if (n != 1) throw std::runtime_error(a.where() + ": SPPF cannot repeat (number must be 1)");
-    p.use(SPPF(c1, c2, a.has(1) ? a.integer(1, nc) : 5));
+    p.use(SPPF(c1, c2, opt_int(1, 5)));
   }
+}
+
+// Contract and Expand: space into channels and back, by `gain`.
+void parse_reshape(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n) {
+  a.expect_count(0, 1);
+  const int c1 = p.single_input(a, L.module);
+  if (n != 1) throw std::runtime_error(a.where() + ": " + L.module + " cannot repeat");
+  const int gain = a.has(0) ? a.integer(0, 0) : 2;
+  if (gain < 1) throw std::runtime_error(a.where() + ": " + L.module + "'s gain must be >= 1");
+  const bool is_contract = L.module == "Contract";
+  if (!is_contract && c1 % (gain * gain) != 0) {
+    throw std::runtime_error(a.where() + ": Expand needs channels divisible by gain^2 (" +
+                             std::to_string(c1) + " by " + std::to_string(gain * gain) + ")");
+  }
+  p.c2 = is_contract ? c1 * gain * gain : c1 / (gain * gain);
+  p.shown_args = {std::to_string(gain)};
+  p.mod = std::make_shared<torch::nn::Module>(L.module);
+  p.run = [gain, is_contract](const std::vector<torch::Tensor>& x) {
+    return is_contract ? contract(x[0], gain) : expand(x[0], gain);
+  };
 }
 
 void parse_concat(ParsedLayer& p, const ArgReader& a, int nc) {
@@ -183,6 +303,30 @@ void parse_upsample(ParsedLayer& p, const LayerSpec& L, const ArgReader& a) {
   p.shown_args = L.args;
 }
 
+// nn.MaxPool2d [k, s, p] and nn.ZeroPad2d [padding or (left, right, top, bottom)] (YOLOv3-tiny).
+void parse_torch_layer(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n) {
+  p.c2 = p.single_input(a, L.module);
+  if (n != 1) throw std::runtime_error(a.where() + ": " + L.module + " cannot repeat");
+  p.shown_args = L.args;
+  if (L.module == "nn.MaxPool2d") {
+    a.expect_count(1, 3);
+    const int k = a.integer(0, 0), s = a.has(1) ? a.integer(1, 0) : k;
+    const int pad = a.has(2) ? a.integer(2, 0) : 0;
+    p.use(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(k).stride(s).padding(pad)));
+    return;
+  }
+  a.expect_count(1, 1);
+  std::vector<int> pad = L.args[0].front() == '[' || L.args[0].front() == '('
+                             ? a.int_list(0, /*allow_zero=*/true)
+                             : std::vector<int>(4, a.integer(0, 0));
+  if (pad.size() != 4) {
+    throw std::runtime_error(a.where() +
+                             ": nn.ZeroPad2d takes one padding or four (left, right, "
+                             "top, bottom)");
+  }
+  p.use(torch::nn::ZeroPad2d(torch::nn::ZeroPad2dOptions({pad[0], pad[1], pad[2], pad[3]})));
+}
+
 void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const ModelSpec& spec,
                   bool last) {
   a.expect_count(2, 2);
@@ -190,12 +334,19 @@ void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const 
   if (L.args[1] != "anchors") {
     throw std::runtime_error(a.where() + ": Detect's second argument must be 'anchors'");
   }
-  if (p.from_ch.size() != spec.anchors.size()) {
+  std::vector<std::vector<double>> anchors = spec.anchors;
+  if (spec.anchor_count > 0) {
+    // A count of anchors: YOLOv5's placeholders 0, 1, 2, ... per level, for AutoAnchor to fit.
+    std::vector<double> level;
+    for (int k = 0; k < 2 * spec.anchor_count; ++k) level.push_back(k);
+    anchors.assign(p.from_ch.size(), level);
+  }
+  if (p.from_ch.size() != anchors.size()) {
     throw std::runtime_error(a.where() + ": Detect has " + std::to_string(p.from_ch.size()) +
-                             " inputs but 'anchors' has " + std::to_string(spec.anchors.size()) +
+                             " inputs but 'anchors' has " + std::to_string(anchors.size()) +
                              " levels");
   }
-  p.detect = Detect(a.integer(0, spec.nc), spec.anchors, p.from_ch);
+  p.detect = Detect(a.integer(0, spec.nc), anchors, p.from_ch);
   p.mod = p.detect.ptr();
   p.shown_args = {std::to_string(spec.nc), "anchors"};
 }
@@ -215,8 +366,12 @@ ParsedLayer parse_layer(const ModelSpec& spec, size_t i, int n, const ModelScale
     p.from.push_back(abs);
     p.from_ch.push_back(abs < 0 ? in_ch : out_ch[abs]);
   }
-  if (L.module == "Conv" || L.module == "Bottleneck" || L.module == "C3" || L.module == "SPPF") {
+  if (block_modules().count(L.module)) {
     parse_block(p, L, a, n, m);
+  } else if (L.module == "Contract" || L.module == "Expand") {
+    parse_reshape(p, L, a, n);
+  } else if (L.module == "nn.MaxPool2d" || L.module == "nn.ZeroPad2d") {
+    parse_torch_layer(p, L, a, n);
   } else if (L.module == "Concat") {
     parse_concat(p, a, m.nc);
   } else if (L.module == "nn.Upsample") {
@@ -224,9 +379,12 @@ ParsedLayer parse_layer(const ModelSpec& spec, size_t i, int n, const ModelScale
   } else if (L.module == "Detect") {
     parse_detect(p, L, a, spec, i + 1 == spec.layers.size());
   } else {
-    throw std::runtime_error(a.where() + ": unknown module '" + L.module +
-                             "' (supported: Conv, Bottleneck, C3, SPPF, Concat, nn.Upsample, "
-                             "Detect)");
+    throw std::runtime_error(
+        a.where() + ": unknown module '" + L.module +
+        "' (supported: Conv, DWConv, GhostConv, Focus, Bottleneck, "
+        "BottleneckCSP, GhostBottleneck, CrossConv, C3, C3x, C3TR, C3SPP, "
+        "C3Ghost, SPP, SPPF, Contract, Expand, Concat, nn.Upsample, nn.MaxPool2d, "
+        "nn.ZeroPad2d, Detect)");
   }
   return p;
 }
@@ -247,7 +405,21 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
              " with nc=" + std::to_string(nc_override));
     spec_.nc = nc_override;
   }
-  const int na = static_cast<int>(spec_.anchors[0].size() / 2);
+  if (spec_.anchor_count == 0 && spec_.anchors.empty()) {
+    throw std::runtime_error(spec_.source + ": the model has no anchors");
+  }
+  const int na = spec_.anchors_per_level();
+  Activation activation;
+  if (!spec_.activation.empty()) {
+    try {
+      activation = Activation::parse(spec_.activation);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(spec_.source + ":" + std::to_string(spec_.activation_line) +
+                               ": activation: " + e.what());
+    }
+    log_info("activation: " + activation.text());
+  }
+  const DefaultActivation conv_activation(activation);
   const ModelScale scale{spec_.nc, na * (spec_.nc + 5), spec_.width_multiple};
   model = register_module("model", torch::nn::ModuleList());
   std::vector<int> out_ch;
@@ -321,6 +493,40 @@ ModelOutput DetectionModelImpl::forward(const torch::Tensor& x) {
   out.raw = forward_raw(x);
   if (!is_training()) out.pred = detect_->decode(out.raw);
   return out;
+}
+
+torch::Tensor DetectionModelImpl::forward_augment(const torch::Tensor& x) {
+  const int64_t h = x.size(2), w = x.size(3);
+  const int gs = max_stride();
+  const double scales[] = {1.0, 0.83, 0.67};
+  const bool flips[] = {false, true, false};  // left-right
+  std::vector<torch::Tensor> y;
+  for (int k = 0; k < 3; ++k) {
+    const double s = scales[k];
+    torch::Tensor xi = flips[k] ? x.flip({3}) : x;
+    if (s != 1.0) {  // YOLOv5's scale_img: bilinear resize, pad to a stride multiple with 0.447
+      const int64_t sh = static_cast<int64_t>(h * s), sw = static_cast<int64_t>(w * s);
+      xi = torch::nn::functional::interpolate(xi, torch::nn::functional::InterpolateFuncOptions()
+                                                      .size(std::vector<int64_t>{sh, sw})
+                                                      .mode(torch::kBilinear)
+                                                      .align_corners(false));
+      const auto padded = [&](int64_t v) {
+        return static_cast<int64_t>(std::ceil(v * s / gs)) * gs;
+      };
+      xi = torch::constant_pad_nd(xi, {0, padded(w) - sw, 0, padded(h) - sh}, 0.447);
+    }
+    torch::Tensor p = forward(xi).pred;
+    p.slice(2, 0, 4).div_(s);
+    if (flips[k]) p.select(2, 0).mul_(-1).add_(static_cast<double>(w));
+    y.push_back(p);
+  }
+  // YOLOv5's _clip_augmented: without the first pass's last level and the last pass's first.
+  const int nl = detect_->nl;
+  int64_t g = 0;
+  for (int i = 0; i < nl; ++i) g += static_cast<int64_t>(std::pow(4, i));
+  y.front() = y.front().slice(1, 0, y.front().size(1) - y.front().size(1) / g);
+  y.back() = y.back().slice(1, (y.back().size(1) / g) * static_cast<int64_t>(std::pow(4, nl - 1)));
+  return torch::cat(y, 1);
 }
 
 void DetectionModelImpl::fuse() {

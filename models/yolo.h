@@ -25,6 +25,11 @@ class DetectionModelImpl : public torch::nn::Module {
   explicit DetectionModelImpl(ModelSpec spec, int nc = 0, int ch = 3);
 
   ModelOutput forward(const torch::Tensor& x);
+  // Test-time augmentation (eval mode), as YOLOv5's forward(x, augment=True): the images at
+  // scales 1, 0.83 (flipped left-right) and 0.67, padded to the largest stride, predictions mapped
+  // back to x's pixels and concatenated (the largest-object level of the first and the
+  // smallest-object level of the last left out).
+  torch::Tensor forward_augment(const torch::Tensor& x);
   // The raw maps only, in either mode.
   std::vector<torch::Tensor> forward_raw(const torch::Tensor& x);
 

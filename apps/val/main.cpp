@@ -30,7 +30,7 @@ struct ValArgs {
   int workers = 8;
   bool single_cls = false, save_txt = false, save_conf = false, save_json = false;
   std::string project = "runs/val", name = "exp";
-  bool exist_ok = false, verbose = false, noplots = false, half = false;
+  bool exist_ok = false, verbose = false, noplots = false, half = false, augment = false;
 };
 
 const std::vector<yolo::cli::Flag<ValArgs>>& flags() {
@@ -65,6 +65,7 @@ const std::vector<yolo::cli::Flag<ValArgs>>& flags() {
       Bind("exist-ok", &A::exist_ok, "existing project/name ok, do not increment"),
       Bind("verbose", &A::verbose, "report mAP by class"),
       Bind("noplots", &A::noplots, "save no plot files"),
+      Bind("augment", &A::augment, "augmented inference (flips and scales; .pt weights)"),
       Bind("half", &A::half, "use FP16 half-precision inference (CUDA)"),
   };
   return table;
@@ -98,6 +99,7 @@ int run(int argc, char** argv) {
   io.data = data;
   io.device = dev.device;
   io.fuse = true;  // as YOLOv5's val.py (DetectMultiBackend fuses)
+  io.augment = a.augment;
   yolo::InferenceModel model(a.weights, io);
   const std::string data_yaml = data.empty() ? model.checkpoint_data() : data;
   if (data_yaml.empty()) throw yolo::UsageError("--data: required for these weights");
@@ -162,7 +164,8 @@ int run(int argc, char** argv) {
       yolo::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, true);
   cfg.plots = !a.noplots;
   yolo::ValResult res;
-  if (yolo::DetectionModel* m = model.pytorch()) {
+  yolo::DetectionModel* m = model.pytorch();
+  if (m && !a.augment) {
     res = yolo::run_validation(*m, loader, cfg, nullptr, dev.device);
   } else {
     const yolo::ValModel exported{[&model](const at::Tensor& im) {

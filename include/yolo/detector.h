@@ -26,6 +26,7 @@ struct DetectorOptions {
   std::vector<int> classes;   // keep only these class ids (empty: all)
   bool agnostic_nms = false;  // NMS across classes
   bool half = false;          // float16 inference (CUDA, .pt weights)
+  bool augment = false;       // test-time augmentation: flips and scales (.pt weights)
   std::string data;           // a dataset YAML whose names replace the weights' (optional)
   std::string cfg;            // .pt only: a model YAML instead of the checkpoint's (optional)
   bool verbose = false;       // print what loading reports (the detect program's lines)

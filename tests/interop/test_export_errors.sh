@@ -59,6 +59,20 @@ only "$WORK/bad" best.pt
 mkdir -p "$WORK/w/best.onnx"
 check 1 "$WORK/w/best.onnx" -- --weights "$W" --include torchscript onnx --imgsz 64
 only "$WORK/w" best.pt best.torchscript best.onnx
+# Test-time augmentation runs .pt weights only: detect and val refuse it for an exported file.
+for prog in detect val; do
+  source_flag=()
+  [[ "$prog" == detect ]] && source_flag=(--source "$FIXTURE/shapes/images/val")
+  out=$("$BIN/$prog" --weights "$WORK/w/best.torchscript" --augment --imgsz 64 \
+    "${source_flag[@]}" --project "$WORK/tta" 2>&1)
+  status=$?
+  if [[ $status -ne 2 ]] || ! grep -qF -- "--augment: test-time augmentation runs .pt weights" <<<"$out"; then
+    echo "FAIL: $prog --augment on a .torchscript -> status $status: $(tail -2 <<<"$out")"
+    fails=$((fails + 1))
+  else
+    echo "ok: $prog --augment on a .torchscript -> 2: $(grep -F -- --augment <<<"$out" | head -1)"
+  fi
+done
 rmdir "$WORK/w/best.onnx"
 rm -f "$WORK/w/best.torchscript"
 # A folder it may not write (only where permissions bind: not as root).

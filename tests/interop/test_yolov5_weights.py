@@ -5,6 +5,8 @@ names_list.pt, repo_layout.pt variants, with YOLOv5's detect.py and val.py resul
 Then, with no --cfg (the architecture comes from the file):
   - our detect on each file finds YOLOv5's detect.py boxes: at least 98 % of them have one of ours
     of the same class, IoU >= 0.95 and |conf difference| <= 0.01, and 98 % of ours one of theirs;
+    likewise detect --augment against detect.py --augment (test-time augmentation);
+  - detect --save-crop writes detect.py --save-crop's crop files, sizes within a pixel;
   - our val on best.pt gives YOLOv5's val.py mAP50 and mAP50-95 within 0.002;
   - our train fine-tunes best.pt (its log says "Transferred"): its first epoch's mAP50 is far
     above a from-scratch run's;
@@ -12,6 +14,7 @@ Then, with no --cfg (the architecture comes from the file):
     YOLOv5 checkpoint (its optimizer state is YOLOv5's, not ours);
   - detect's and val's output name the classes as the file does (circle, rectangle, triangle).
 """
+import contextlib
 import csv
 import os
 import re
@@ -57,16 +60,18 @@ def check_names(text, names, who):
     return seen
 
 
-def compare_detect(bin_dir, weights, fx, work, names):
-    tag = os.path.splitext(os.path.basename(weights))[0]
+def compare_detect(bin_dir, weights, fx, work, names, ref_dir=None, extra=()):
+    """Our detect (with `extra` flags) against YOLOv5's detect.py labels in ref_dir (default: the
+    fixture's, without extra flags)."""
+    tag = os.path.splitext(os.path.basename(weights))[0] + "".join(f.strip("-") for f in extra)
     images = os.path.join(fx, "shapes", "images", "val")
     text = run([os.path.join(bin_dir, "detect"), "--weights", weights, "--source", images,
                 "--imgsz", str(IMGSZ), "--conf-thres", str(CONF), "--iou-thres", str(IOU),
                 "--save-txt", "--save-conf", "--nosave", "--project", work, "--name",
-                f"detect_{tag}"], os.path.join(work, f"detect_{tag}.log"))
+                f"detect_{tag}", *extra], os.path.join(work, f"detect_{tag}.log"))
     check_names(text, names, f"our detect --weights {weights}")
     ours_dir = os.path.join(work, f"detect_{tag}", "labels")
-    ref_dir = os.path.join(fx, "ref_detect", "labels")
+    ref_dir = ref_dir or os.path.join(fx, "ref_detect", "labels")
     n_ref = n_ours = m_ref = m_ours = 0
     missed, min_iou, max_dconf = [], 1.0, 0.0
     for f in sorted(os.listdir(images)):
@@ -83,7 +88,8 @@ def compare_detect(bin_dir, weights, fx, work, names):
     if n_ref < 30:
         fail(f"YOLOv5's detect.py found only {n_ref} boxes; the comparison needs more")
     f_ref, f_ours = m_ref / n_ref, m_ours / max(n_ours, 1)
-    print(f"detect --weights {os.path.basename(weights)}: {m_ref}/{n_ref} of YOLOv5's boxes "
+    print(f"detect --weights {os.path.basename(weights)} {' '.join(extra)}: {m_ref}/{n_ref} of "
+          f"YOLOv5's boxes "
           f"({100 * f_ref:.1f} %) and {m_ours}/{n_ours} of ours ({100 * f_ours:.1f} %) match "
           f"(same class, IoU >= 0.95, |conf diff| <= 0.01; matched: IoU >= {min_iou:.4f}, "
           f"|conf diff| <= {max_dconf:.5f})")
@@ -91,6 +97,47 @@ def compare_detect(bin_dir, weights, fx, work, names):
         fail(f"our detect --weights {weights}: only {100 * f_ref:.1f} % of YOLOv5's boxes and "
              f"{100 * f_ours:.1f} % of ours match (need 98 %); YOLOv5's unmatched (image, class, "
              f"conf, best IoU): {missed[:10]}")
+
+
+def y5_detect(fx, work, name, source, **options):
+    """YOLOv5's detect.py on the fixture's best.pt; returns its run folder."""
+    from yolov5 import detect as y5detect
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        y5detect.run(weights=os.path.join(fx, "best.pt"), source=source, imgsz=(IMGSZ, IMGSZ),
+                     conf_thres=CONF, iou_thres=IOU, device="cpu", nosave=True, project=work,
+                     name=name, exist_ok=True, **options)
+    return os.path.join(work, name)
+
+
+def compare_crops(bin_dir, fx, work):
+    """detect --save-crop writes YOLOv5's crops: the same files (class folder, image stem and
+    number), sizes within a pixel (our boxes are not rounded to YOLOv5's), near-equal pixels."""
+    images = os.path.join(work, "crop_images")
+    os.makedirs(images, exist_ok=True)
+    for f in sorted(os.listdir(os.path.join(fx, "shapes", "images", "val")))[:8]:
+        shutil.copy(os.path.join(fx, "shapes", "images", "val", f), images)
+    ref = os.path.join(y5_detect(fx, work, "ref_crop", images, save_crop=True), "crops")
+    run([os.path.join(bin_dir, "detect"), "--weights", os.path.join(fx, "best.pt"), "--source",
+         images, "--imgsz", str(IMGSZ), "--conf-thres", str(CONF), "--iou-thres", str(IOU),
+         "--save-crop", "--nosave", "--project", work, "--name", "crop"],
+        os.path.join(work, "crop.log"))
+    ours = os.path.join(work, "crop", "crops")
+
+    def files(d):
+        return sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs)
+    if files(ref) != files(ours) or len(files(ref)) < 5:
+        fail(f"detect --save-crop: our crops {files(ours)[:12]}, YOLOv5's {files(ref)[:12]}")
+    worst = 0.0
+    for f in files(ref):
+        a, b = cv2.imread(os.path.join(ref, f)), cv2.imread(os.path.join(ours, f))
+        if abs(a.shape[0] - b.shape[0]) > 1 or abs(a.shape[1] - b.shape[1]) > 1:
+            fail(f"detect --save-crop: {f} is {b.shape[:2]}, YOLOv5's {a.shape[:2]}")
+        h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
+        worst = max(worst, float(cv2.absdiff(a[:h, :w], b[:h, :w]).mean()))
+    if worst > 6:
+        fail(f"detect --save-crop: a crop's pixels differ from YOLOv5's by {worst:.1f} on average")
+    print(f"detect --save-crop: {len(files(ref))} crops, YOLOv5's files and sizes (mean pixel "
+          f"difference at most {worst:.2f}, JPEG encoders apart)")
 
 
 def val_rows(text, who):
@@ -132,6 +179,13 @@ def main():
 
     for name in PT_FILES:
         compare_detect(bin_dir, os.path.join(fx, name), fx, work, names)
+    # Test-time augmentation: YOLOv5's detect.py --augment on the same file.
+    images = os.path.join(fx, "shapes", "images", "val")
+    ref_tta = y5_detect(fx, work, "ref_augment", images, augment=True, save_txt=True,
+                        save_conf=True)
+    compare_detect(bin_dir, os.path.join(fx, "best.pt"), fx, work, names,
+                   os.path.join(ref_tta, "labels"), ["--augment"])
+    compare_crops(bin_dir, fx, work)
 
     best = os.path.join(fx, "best.pt")
     text = run([os.path.join(bin_dir, "val"), "--weights", best, "--data", data, "--imgsz",

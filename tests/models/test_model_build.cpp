@@ -160,9 +160,10 @@ TEST(Model, NcOverrideAndScaledTinyModel) {
 }
 
 TEST(Model, ConfigErrorsNameFileAndLine) {
-  std::string e = error_of(std::string(kTiny).replace(std::string(kTiny).find("SPPF"), 4, "Focus"));
+  std::string e =
+      error_of(std::string(kTiny).replace(std::string(kTiny).find("SPPF"), 4, "MixConv2d"));
   EXPECT_NE(e.find("bad.yaml:13"), std::string::npos) << e;
-  EXPECT_NE(e.find("unknown module 'Focus'"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown module 'MixConv2d'"), std::string::npos) << e;
   e = error_of(std::string(kTiny).replace(std::string(kTiny).find("[64, 6, 2, 2]"), 13,
                                           "[64, 6, 2, 2, 1, 1, True, 9]"));
   EXPECT_NE(e.find("bad.yaml:9"), std::string::npos) << e;
@@ -175,6 +176,67 @@ TEST(Model, ConfigErrorsNameFileAndLine) {
   EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
   e = error_of(std::string(kTiny).replace(std::string(kTiny).find("[128]"), 5, "[big]"));
   EXPECT_NE(e.find("integer"), std::string::npos) << e;
+}
+
+TEST(Model, ActivationIsReadAsYolov5WritesIt) {
+  using Kind = yolo::Activation::Kind;
+  EXPECT_EQ(yolo::Activation::parse("nn.LeakyReLU(0.1)").kind, Kind::kLeakyReLU);
+  EXPECT_DOUBLE_EQ(yolo::Activation::parse("nn.LeakyReLU(0.1)").alpha, 0.1);
+  EXPECT_DOUBLE_EQ(yolo::Activation::parse("torch.nn.LeakyReLU()").alpha, 0.01);
+  EXPECT_DOUBLE_EQ(yolo::Activation::parse("nn.LeakyReLU(negative_slope=0.2, inplace=True)").alpha,
+                   0.2);
+  EXPECT_EQ(yolo::Activation::parse(" nn.ReLU() ").kind, Kind::kReLU);
+  EXPECT_EQ(yolo::Activation::parse("nn.SiLU(inplace=True)").kind, Kind::kSiLU);
+  EXPECT_EQ(yolo::Activation::parse("nn.Hardswish()").kind, Kind::kHardswish);
+  EXPECT_EQ(yolo::Activation::parse("nn.LeakyReLU(0.1)").text(), "nn.LeakyReLU(0.1)");
+  for (const char* bad : {"nn.PReLU()", "nn.ReLU(3)", "nn.LeakyReLU(a)", "lambda x: x", "ReLU",
+                          "nn.LeakyReLU(0.1, 0.2)"}) {
+    EXPECT_THROW(yolo::Activation::parse(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(Model, ActivationAppliesToConvBlocksOfThatModelOnly) {
+  const std::string yaml = std::string(kTiny) + "activation: nn.ReLU()\n";
+  DetectionModel relu(yolo::parse_model_spec_string(yaml, "relu.yaml"));
+  DetectionModel silu(yolo::parse_model_spec_string(kTiny, "tiny.yaml"));
+  int convs = 0;
+  yolo::for_each_conv(*relu, [&](yolo::ConvImpl& c) {
+    ++convs;
+    EXPECT_EQ(c.activation().kind, yolo::Activation::Kind::kReLU);
+  });
+  EXPECT_GT(convs, 5);
+  yolo::for_each_conv(*silu, [](yolo::ConvImpl& c) {
+    EXPECT_EQ(c.activation().kind, yolo::Activation::Kind::kSiLU);
+  });
+  relu->eval();
+  const auto first = relu->model->ptr(0)->as<yolo::ConvImpl>();
+  EXPECT_GE(first->forward(torch::randn({1, 3, 32, 32})).min().item<float>(), 0.f);
+  const std::string e = error_of(std::string(kTiny) + "activation: nn.Swish()\n");
+  EXPECT_NE(e.find("bad.yaml:21: activation: 'nn.Swish()'"), std::string::npos) << e;
+}
+
+TEST(Model, AnchorCountBuildsPlaceholdersPerLevel) {
+  std::string yaml(kTiny);
+  const size_t a = yaml.find("anchors:\n"), b = yaml.find("backbone:");
+  yaml.replace(a, b - a, "anchors: 4\n");
+  DetectionModel m(yolo::parse_model_spec_string(yaml, "four.yaml"));
+  EXPECT_EQ(m->detect()->anchors.sizes(), (std::vector<int64_t>{2, 4, 2}));
+  EXPECT_EQ(m->detect()->m[0]->as<torch::nn::Conv2d>()->weight.size(0), 4 * (2 + 5));
+  // YOLOv5's placeholders 0..7 in pixels, in stride units.
+  EXPECT_FLOAT_EQ(m->detect()->anchors[1][3][1].item<float>(), 7.f / 8);
+  yaml.replace(yaml.find("anchors: 4"), 10, "anchors: 0");
+  EXPECT_NE(error_of(yaml).find("count of anchors per level from 1 to 16"), std::string::npos);
+}
+
+TEST(Model, ListArgumentsAndTorchLayers) {
+  std::string yaml(kTiny);
+  yaml.replace(yaml.find("[-1, 1, SPPF, [256, 5]]"), 23,
+               "[-1, 1, SPP, [256, [3, 5]]],\n   [-1, 1, nn.MaxPool2d, [3, 1, 1]]");
+  yaml.replace(yaml.find("[[7, 4], 1, Detect"), 7, "[[8, 5]");
+  DetectionModel m(yolo::parse_model_spec_string(yaml, "spp.yaml"));
+  EXPECT_EQ(m->model->ptr(4)->as<yolo::SPPImpl>()->m->size(), 2u);
+  yaml.replace(yaml.find("[3, 5]"), 6, "[3, x]");
+  EXPECT_NE(error_of(yaml).find("must be a list of integers, got '[3, x]'"), std::string::npos);
 }
 
 TEST(Model, FusedAndUnfusedOutputsAgree) {

@@ -7,11 +7,13 @@ source "$(dirname "$0")/lib.sh" "$@"
 cd "$tmp"
 T="$BIN/train"
 "$TOOL" dataset "$tmp/data" 4 2
-# The target: a run whose last.pt keeps its optimizer (--save-period), made resumable by giving
-# its opt.yaml one epoch more than it trained, as an interrupted run's is.
+# The target: an interrupted run. Its last.pt is the final epoch's unstripped checkpoint
+# (--save-period's epoch1.pt; the final last.pt is stripped), and its opt.yaml asks for one epoch
+# more than it trained.
 check 0 "Results saved to" -- "$T" --data "$tmp/data/data.yaml" "${TINY[@]}" --epochs 2 \
   --save-period 1 --name X
 run="$tmp/runs/X"
+cp "$run/weights/epoch1.pt" "$run/weights/last.pt"
 sed -i 's/^epochs: 2$/epochs: 3/' "$run/opt.yaml"
 grep -q '^epochs: 3$' "$run/opt.yaml" || { echo "FAIL: no 'epochs: 2' in $run/opt.yaml"; exit 1; }
 snapshot() { (cd "$run" && find . -type f | sort | xargs sha256sum); }

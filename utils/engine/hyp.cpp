@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "utils/core/format.h"
 #include "utils/core/yaml_io.h"
 
 namespace yolo {
@@ -187,6 +188,16 @@ Hyp hyp_from_yaml(const YAML::Node& node, const std::string& ctx) {
 }
 
 Hyp load_hyp(const std::string& path) { return hyp_from_yaml(load_yaml_file(path), path); }
+
+int hyp_anchor_count(const Hyp& hyp, const std::string& hyp_path) {
+  if (!hyp.has_anchors) return 0;
+  if (!(hyp.anchors >= 0 && hyp.anchors < 16.5)) {
+    throw std::runtime_error(hyp_path + ": anchors: " + format_number("%g", hyp.anchors) +
+                             " must be a count of anchors per output layer from 0 (the model "
+                             "YAML's anchors) to 16");
+  }
+  return static_cast<int>(std::nearbyint(hyp.anchors));
+}
 
 YAML::Node hyp_to_yaml(const Hyp& hyp) {
   YAML::Node n;

@@ -58,6 +58,11 @@ const std::vector<std::string>& required_hyp_keys();
 // Loads and checks a hyp YAML: known keys only, numbers only, every required key present;
 // errors name the file, line and key.
 Hyp load_hyp(const std::string& path);
+
+// The hyp file's `anchors` as a count per output layer (rounded, as YOLOv5's Model rounds it):
+// 0 when absent or 0 (the model YAML's anchors stay). Throws std::runtime_error naming
+// `hyp_path` and the key for a value outside 0..16.
+int hyp_anchor_count(const Hyp& hyp, const std::string& hyp_path);
 Hyp hyp_from_yaml(const YAML::Node& node, const std::string& context);
 // YOLOv5's key order; anchors only when given.
 YAML::Node hyp_to_yaml(const Hyp& hyp);

@@ -200,8 +200,7 @@ void Checkpointer::on_interrupt(int done_epoch, bool epoch_complete) {
 void Checkpointer::on_train_end(int epochs_run, double seconds) {
   writer_->flush();  // before the files are stripped and best.pt is validated
   announce();
-  // YOLOv5 strips the optimizer from the final weights unless periodic checkpoints were asked for.
-  if (save_period_ >= 1) return;
+  // YOLOv5 strips the final weights (the periodic epochN.pt files keep everything).
   for (const std::string& f : {paths_.last, paths_.best}) {
     if (fs::exists(f)) strip_optimizer(f);
   }

@@ -165,11 +165,18 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
   ensure_dataset(s.data, s.dist.is_rank0(), s.dist.rank0_first("dataset"));
   s.names = opt.single_cls ? std::vector<std::string>{"item"} : s.data.names;
   s.nc = opt.single_cls ? 1 : s.data.nc;
-  s.model =
-      s.model_yaml.empty()
-          ? build_model(opt.cfg, s.nc)
-          : DetectionModel(parse_model_spec_string(s.model_yaml, opt.weights + " (its model yaml)"),
-                           s.nc);
+  ModelSpec spec = s.model_yaml.empty()
+                       ? parse_model_spec_file(opt.cfg)
+                       : parse_model_spec_string(s.model_yaml, opt.weights + " (its model yaml)");
+  // A hyp file's `anchors: N` (N > 0) builds N placeholder anchors per level for AutoAnchor to
+  // fit, as YOLOv5's Model(cfg, anchors=hyp['anchors']).
+  const int hyp_anchors = hyp_anchor_count(s.hyp, opt.hyp);
+  if (hyp_anchors > 0) {
+    log_info("Overriding model.yaml anchors with anchors=" + std::to_string(hyp_anchors));
+    spec.anchor_count = hyp_anchors;
+    spec.anchors.clear();
+  }
+  s.model = DetectionModel(std::move(spec), s.nc);
   if (opt.resume) {
     const LoadReport r = load_state_dict(*s.model, resume_ckpt.train_model);
     if (r.transferred != r.total) {
@@ -178,9 +185,10 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
                                std::to_string(r.total) + " entries)");
     }
   } else if (s.weights) {
-    // YOLOv5 keeps the anchors of a --cfg given with the weights (AutoAnchor may refit them).
+    // YOLOv5 keeps the anchors of a --cfg or a hyp `anchors:` given with the weights (AutoAnchor
+    // may refit them).
     std::vector<std::string> exclude;
-    if (opt.was_given("cfg")) exclude.push_back("anchor");
+    if (opt.was_given("cfg") || hyp_anchors > 0) exclude.push_back("anchor");
     load_weights(*s.model, *s.weights, opt.weights, exclude);
     s.weights.reset();
   }

@@ -24,6 +24,7 @@ InferenceModel load(const std::string& weights, const DetectorOptions& o, torch:
   io.data = o.data.empty() ? "" : resolve_config(o.data, ConfigKind::kData, "data");
   io.device = device;
   io.half = o.half;
+  io.augment = o.augment;
   return InferenceModel(weights, io);
 }
 

@@ -81,6 +81,10 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
   if (!std::filesystem::is_regular_file(weights, ec)) {
     throw UsageError("--weights: file '" + weights + "' not found");
   }
+  if (o.augment) {
+    throw UsageError(std::string("--augment: test-time augmentation runs .pt weights; ") + weights +
+                     " is a " + format_name(format_) + " file");
+  }
   if (!o.cfg.empty()) log_warn("--cfg is ignored for " + weights + ": the file holds its model");
   if (o.half) {
     log_warn("half precision applies to .pt weights: " + weights +
@@ -109,6 +113,7 @@ void InferenceModel::load_pytorch(const std::string& weights, const InferenceOpt
     half_ = true;
   }
   if (device_.is_cpu()) to_channels_last(*model_);  // faster convolutions on the CPU
+  augment_ = o.augment;
   names_ = lm.names;
   stride_ = model_->max_stride();
   data_ = lm.data;
@@ -231,7 +236,8 @@ torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
                              "x" + std::to_string(images.size(3)));
   }
   if (format_ == WeightsFormat::kPyTorch) {
-    return model_->forward(half_ ? images.to(torch::kHalf) : images).pred.to(torch::kFloat);
+    const torch::Tensor x = half_ ? images.to(torch::kHalf) : images;
+    return (augment_ ? model_->forward_augment(x) : model_->forward(x).pred).to(torch::kFloat);
   }
   if (format_ == WeightsFormat::kTorchScript) {
     torch::Tensor x = script_->half ? images.to(torch::kHalf) : images;

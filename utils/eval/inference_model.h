@@ -24,8 +24,9 @@ bool onnx_runtime_available();
 struct InferenceOptions {
   std::string cfg, data;  // .pt only: override what the checkpoint says
   torch::Device device = torch::kCPU;
-  bool fuse = true;   // .pt: fold BatchNorm into the convolutions
-  bool half = false;  // .pt: float16 weights and inputs (CUDA only)
+  bool fuse = true;      // .pt: fold BatchNorm into the convolutions
+  bool half = false;     // .pt: float16 weights and inputs (CUDA only)
+  bool augment = false;  // .pt: test-time augmentation (DetectionModelImpl::forward_augment)
 };
 
 class InferenceModel {
@@ -68,6 +69,7 @@ class InferenceModel {
   std::string data_;
   bool single_cls_ = false;
   bool half_ = false;
+  bool augment_ = false;
   std::unique_ptr<Script> script_;
   std::unique_ptr<Onnx> onnx_;
 };

@@ -24,7 +24,8 @@ LoadedModel load_yolov5_for_inference(const std::string& weights, const Yolov5Ch
                        : parse_model_spec_file(resolve_config(cfg, ConfigKind::kModel, "--cfg"));
   out.cfg = cfg.empty() ? spec.source : resolve_config(cfg, ConfigKind::kModel, "--cfg");
   const StateDict& sd = ck.inference_weights();
-  const int na = static_cast<int>(spec.anchors[0].size() / 2);
+  match_anchor_count(spec, sd);
+  const int na = spec.anchors_per_level();
   const auto bias = sd.find("model." + std::to_string(spec.layers.size() - 1) + ".m.0.bias");
   const int nc = bias != sd.end() && bias->second.dim() == 1
                      ? static_cast<int>(bias->second.size(0) / na) - 5
@@ -101,8 +102,9 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
   }
   if (out.single_cls) out.names = {"item"};
   ModelSpec spec = parse_model_spec_file(out.cfg);
+  match_anchor_count(spec, sd);
   // The class count comes from the weights: the Detect conv bias has na * (5 + nc) entries.
-  const int na = static_cast<int>(spec.anchors[0].size() / 2);
+  const int na = spec.anchors_per_level();
   const auto bias = sd.find("model." + std::to_string(spec.layers.size() - 1) + ".m.0.bias");
   int nc = 0;
   if (bias != sd.end() && bias->second.dim() == 1)

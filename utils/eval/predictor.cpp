@@ -49,6 +49,31 @@ void draw_box(cv::Mat& im, const cv::Rect2f& box, const std::string& label, int 
   cv::putText(im, label, cv::Point(p1.x, p1.y + ts.height + 1), cv::FONT_HERSHEY_SIMPLEX, fs,
               cv::Scalar(255, 255, 255), std::max(lw - 1, 1), cv::LINE_AA);
 }
+// YOLOv5's save_one_box (gain 1.02, pad 10 px, BGR): the box grown about its centre, truncated to
+// whole pixels and clipped to the image, saved as a quality-95 JPEG under the first free name
+// stem.jpg, stem2.jpg, ... of its class folder.
+void save_crop(const cv::Mat& im, const Detection& d, const fs::path& dir,
+               const std::string& stem) {
+  const float cx = (d.x1 + d.x2) / 2, cy = (d.y1 + d.y2) / 2;
+  const float w = (d.x2 - d.x1) * 1.02f + 10, h = (d.y2 - d.y1) * 1.02f + 10;
+  const auto clip = [](float v, int hi) {
+    return std::clamp(static_cast<int>(static_cast<int64_t>(v)), 0, hi);
+  };
+  const int x1 = clip(cx - w / 2, im.cols), x2 = clip(cx + w / 2, im.cols);
+  const int y1 = clip(cy - h / 2, im.rows), y2 = clip(cy + h / 2, im.rows);
+  if (x2 <= x1 || y2 <= y1) return;
+  fs::create_directories(dir);
+  fs::path file = dir / (stem + ".jpg");
+  for (int n = 2; fs::exists(file); ++n) file = dir / (stem + std::to_string(n) + ".jpg");
+  std::vector<int> params = {cv::IMWRITE_JPEG_QUALITY, 95};
+#if CV_VERSION_MAJOR > 4 || (CV_VERSION_MAJOR == 4 && CV_VERSION_MINOR >= 7)  // 4:4:4 as PIL's
+  params.insert(params.end(),
+                {cv::IMWRITE_JPEG_SAMPLING_FACTOR, cv::IMWRITE_JPEG_SAMPLING_FACTOR_444});
+#endif
+  if (!cv::imwrite(file.string(), im(cv::Range(y1, y2), cv::Range(x1, x2)), params)) {
+    throw std::runtime_error(file.string() + ": cannot write the crop");
+  }
+}
 }  // namespace
 
 std::vector<std::string> expand_source(const std::string& source) {
@@ -90,6 +115,7 @@ std::string run_detect(const DetectConfig& cfg) {
   o.verbose = true;
   o.agnostic_nms = cfg.agnostic_nms;
   o.half = cfg.half;
+  o.augment = cfg.augment;
   if (!cfg.data.empty()) o.data = resolve_config(cfg.data, ConfigKind::kData, "--data");
   Detector detector(cfg.weights, o);
   const std::vector<std::string>& names = detector.names();
@@ -104,6 +130,12 @@ std::string run_detect(const DetectConfig& cfg) {
     const double ms = t0.milliseconds();
     std::map<int, int> counts;
     const fs::path src(files[i]);
+    if (cfg.save_crop) {  // from the image before boxes are drawn, in YOLOv5's order
+      for (auto d = det.rbegin(); d != det.rend(); ++d) {
+        save_crop(im0, *d, fs::path(save_dir) / "crops" / class_name(names, d->class_id),
+                  src.stem().string());
+      }
+    }
     if (cfg.save_txt) {
       write_yolo_txt((fs::path(save_dir) / "labels" / (src.stem().string() + ".txt")).string(), det,
                      im0.cols, im0.rows, cfg.save_conf);

@@ -13,7 +13,9 @@ struct DetectConfig {
   int max_det = 1000;
   std::vector<int> classes;
   bool save_txt = false, save_conf = false, nosave = false;
+  bool save_crop = false;  // crops/<class name>/<image stem>[N].jpg per box, as YOLOv5's
   bool agnostic_nms = false, half = false, hide_labels = false, hide_conf = false;
+  bool augment = false;  // test-time augmentation (.pt weights)
   std::string project = "runs/detect", name = "exp";
   bool exist_ok = false;
   int line_thickness = 3;

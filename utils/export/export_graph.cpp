@@ -76,6 +76,10 @@ class Lowering {
     op.groups = o.groups();
     op.pad = c.padding();
     op.silu = c.act();
+    if (op.silu && c.activation().kind != Activation::Kind::kSiLU) {
+      throw std::runtime_error(prefix + ": activation " + c.activation().text() +
+                               " cannot be exported yet (SiLU models can)");
+    }
     if ((*o.kernel_size())[1] != op.kernel || (*o.stride())[1] != op.stride) {
       throw std::runtime_error(prefix + ": only square kernels and strides export");
     }

@@ -131,7 +131,10 @@ Checkpoint load_checkpoint(const std::string& path) {
     c.epoch = need("epoch").toInt();
     c.best_fitness = need("best_fitness").toDouble();
     for (const auto& kv : need("model").toGenericDict()) {
-      c.model[kv.key().toStringRef()] = kv.value().toTensor();
+      // Stripped weights are float16 on disk (as YOLOv5 saves them); training and inference
+      // take float32.
+      const at::Tensor t = kv.value().toTensor();
+      c.model[kv.key().toStringRef()] = t.scalar_type() == at::kHalf ? t.to(at::kFloat) : t;
     }
     c.optimizer = d.contains("optimizer") ? d.at("optimizer") : c10::IValue();
     if (d.contains("train_model")) {
@@ -155,6 +158,9 @@ void strip_optimizer(const std::string& path) {
   Checkpoint c = load_checkpoint(path);
   c.optimizer = c10::IValue();
   c.train_model.clear();
+  for (auto& [name, t] : c.model) {
+    if (t.is_floating_point()) t = t.to(at::kHalf);  // half the size, as YOLOv5's model.half()
+  }
   save_checkpoint(c, path);
 }
 

@@ -54,7 +54,8 @@ std::string checkpoint_bytes(const Checkpoint& ckpt);
 void save_checkpoint(const Checkpoint& ckpt, const std::string& path);
 // Throws std::runtime_error naming the file when it is missing, not a checkpoint, or truncated.
 Checkpoint load_checkpoint(const std::string& path);
-// YOLOv5's strip_optimizer: drops the optimizer state and rewrites the file in place.
+// YOLOv5's strip_optimizer: drops the optimizer state, stores the weights as float16 and rewrites
+// the file in place. load_checkpoint gives them back as float32.
 void strip_optimizer(const std::string& path);
 
 // Current local time as YOLOv5 writes it (ISO 8601).
