@@ -14,17 +14,8 @@ std::string at(const std::string& src, const YAML::Node& n) {
   return src + ":" + std::to_string(n.Mark().line + 1);
 }
 
-ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
-  if (!root.IsMap()) throw std::runtime_error(src + ": a model YAML must be a mapping");
-  ModelSpec spec;
-  spec.source = src;
-  spec.nc = yaml_get<int>(root, "nc", src);
-  spec.depth_multiple = yaml_get<double>(root, "depth_multiple", src);
-  spec.width_multiple = yaml_get<double>(root, "width_multiple", src);
-  if (spec.nc < 1) throw std::runtime_error(at(src, root["nc"]) + ": nc must be >= 1");
-  if (spec.depth_multiple <= 0 || spec.width_multiple <= 0) {
-    throw std::runtime_error(src + ": depth_multiple and width_multiple must be > 0");
-  }
+// `anchors:` as per-level lists of w,h pairs, or a count per level (placeholders).
+void parse_anchors(const YAML::Node& root, const std::string& src, ModelSpec& spec) {
   const YAML::Node anchors = root["anchors"];
   if (anchors && anchors.IsScalar()) {
     int count = 0;
@@ -63,14 +54,10 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
       spec.anchors.push_back(std::move(v));
     }
   }
-  if (const YAML::Node act = root["activation"]; act && !act.IsNull()) {
-    if (!act.IsScalar()) {
-      throw std::runtime_error(at(src, act) + ": 'activation' must be a module such as " +
-                               "nn.LeakyReLU(0.1)");
-    }
-    spec.activation = act.Scalar();
-    spec.activation_line = act.Mark().line + 1;
-  }
+}
+
+// `backbone:` then `head:`, each a list of [from, number, module, args].
+void parse_layers(const YAML::Node& root, const std::string& src, ModelSpec& spec) {
   for (const char* part : {"backbone", "head"}) {
     const YAML::Node list = root[part];
     if (!list || !list.IsSequence()) {
@@ -126,6 +113,29 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
       spec.layers.push_back(std::move(L));
     }
   }
+}
+
+ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
+  if (!root.IsMap()) throw std::runtime_error(src + ": a model YAML must be a mapping");
+  ModelSpec spec;
+  spec.source = src;
+  spec.nc = yaml_get<int>(root, "nc", src);
+  spec.depth_multiple = yaml_get<double>(root, "depth_multiple", src);
+  spec.width_multiple = yaml_get<double>(root, "width_multiple", src);
+  if (spec.nc < 1) throw std::runtime_error(at(src, root["nc"]) + ": nc must be >= 1");
+  if (spec.depth_multiple <= 0 || spec.width_multiple <= 0) {
+    throw std::runtime_error(src + ": depth_multiple and width_multiple must be > 0");
+  }
+  parse_anchors(root, src, spec);
+  if (const YAML::Node act = root["activation"]; act && !act.IsNull()) {
+    if (!act.IsScalar()) {
+      throw std::runtime_error(at(src, act) + ": 'activation' must be a module such as " +
+                               "nn.LeakyReLU(0.1)");
+    }
+    spec.activation = act.Scalar();
+    spec.activation_line = act.Mark().line + 1;
+  }
+  parse_layers(root, src, spec);
   if (spec.layers.empty()) throw std::runtime_error(src + ": the model has no layers");
   return spec;
 }

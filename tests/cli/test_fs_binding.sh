@@ -27,7 +27,7 @@ for prog in "$BUILD"/bin/* "$BUILD"/tests/*; do
   arg=--version
   [[ "$prog" == "$BUILD"/tests/* ]] && arg=--gtest_list_tests
   bad=$(wrong_bindings "$prog" "$arg")
-  [[ -z "$bad" ]] || { echo "$bad" | head -5; fail "$(basename "$prog") binds std::filesystem to LibTorch's copies"; }
+  [[ -z "$bad" ]] || { sed -n 1,5p <<<"$bad"; fail "$(basename "$prog") binds std::filesystem to LibTorch's copies"; }
   checked=$((checked + 1))
 done
 ((checked > 0)) || fail "no programs found under $BUILD/bin or $BUILD/tests"
@@ -53,8 +53,9 @@ binding in fs_probe_unguarded: the check is blind"
   echo "this LibTorch exports no std::filesystem copies: nothing for the unguarded probe to bind wrong"
   exit 0
 fi
-echo "the check catches the unguarded probe ($(echo "$bad" | wc -l) wrong bindings), e.g.:"
-echo "$bad" | head -1
+# Here-strings, not `echo | head`: head closing the pipe early would fail the test (pipefail).
+echo "the check catches the unguarded probe ($(wc -l <<<"$bad") wrong bindings), e.g.:"
+sed -n 1p <<<"$bad"
 status=0
 "$unguarded" "$tmp" >/dev/null 2>&1 || status=$?
 echo "the unguarded probe's remove_all exits $status (139: the crash the guard prevents)"
