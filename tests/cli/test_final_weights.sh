@@ -7,14 +7,8 @@ set -euo pipefail
 BIN=${1:?usage: test_final_weights.sh BIN_DIR SOURCE_DIR}
 SRC=${2:?usage: test_final_weights.sh BIN_DIR SOURCE_DIR}
 source "$SRC/tests/lib/common.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
+start_train_test final_weights
 export OMP_NUM_THREADS=1
-write_shapes_yaml "$tmp"
 "$BIN/train" --data "$tmp/data.yaml" --cfg yolov5n.yaml --epochs 2 --imgsz 64 --batch-size 16 \
   --workers 0 --device cpu --noplots --save-period 1 --project "$tmp/runs" --name exp \
   >"$tmp/train.log" 2>&1 || { tail -20 "$tmp/train.log"; fail "training failed"; }

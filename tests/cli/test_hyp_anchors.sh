@@ -7,14 +7,8 @@ set -euo pipefail
 BIN=${1:?usage: test_hyp_anchors.sh BIN_DIR SOURCE_DIR}
 SRC=${2:?usage: test_hyp_anchors.sh BIN_DIR SOURCE_DIR}
 source "$SRC/tests/lib/common.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
+start_train_test hyp_anchors
 export OMP_NUM_THREADS=1
-write_shapes_yaml "$tmp"
 train=("$BIN/train" --data "$tmp/data.yaml" --cfg yolov5n.yaml --epochs 1 --imgsz 64
   --batch-size 16 --workers 0 --device cpu --noplots --project "$tmp/runs")
 cp "$SRC/hyp/hyp.scratch-low.yaml" "$tmp/four.yaml"
