@@ -30,6 +30,9 @@ set(YOLO_OPENCV_COMPONENTS core imgproc imgcodecs)
 if(YOLO_HAS_OPENCV_DNN)
   list(APPEND YOLO_OPENCV_COMPONENTS dnn)
 endif()
+if(YOLO_HAS_OPENCV_VIDEOIO)
+  list(APPEND YOLO_OPENCV_COMPONENTS videoio)
+endif()
 set(YOLO_NEEDS_JPEG ${YOLO_HAS_LIBJPEG})
 configure_package_config_file(cmake/yolo_cppConfig.cmake.in
                               "${PROJECT_BINARY_DIR}/yolo_cppConfig.cmake"

@@ -339,7 +339,7 @@ double detect_ms(const BenchArgs& a, const std::string& weights, const std::stri
   c.weights = weights;
   c.cfg = cfg;
   c.device = weights.size() > 5 && weights.substr(weights.size() - 5) == ".onnx" ? "cpu" : a.device;
-  c.imgsz = a.imgsz;
+  c.imgsz = {a.imgsz};
   c.conf_thres = 0.25;
   c.iou_thres = 0.45;
   c.nosave = true;

@@ -1,4 +1,4 @@
-// detect: runs a model on images (YOLOv5 detect.py flags).
+// detect: runs a model on images, videos and streams (YOLOv5 detect.py flags).
 #include <iostream>
 
 #include "utils/core/app_main.h"
@@ -17,14 +17,15 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
   using yolo::cli::in_range;
   static const std::vector<yolo::cli::Flag<C>> table = {
       Bind("weights", &C::weights, "model weights path").metavar("PATH"),
-      Bind("source", &C::source, "image, folder, glob or .txt list").metavar("PATH"),
+      Bind("source", &C::source,
+           "image, video, folder, glob, .txt list, webcam index, stream URL or .streams list")
+          .metavar("PATH"),
       Bind("data", &C::data, "dataset YAML for class names (default: from the checkpoint)")
           .metavar("PATH"),
       Bind("cfg", &C::cfg, "model YAML (default: from the checkpoint)").metavar("PATH"),
-      Bind("imgsz", &C::imgsz, "inference size in pixels")
+      Bind("imgsz", &C::imgsz, "inference size: one number (square) or height and width")
           .alias("--img")
-          .alias("--img-size")
-          .check(at_least(1, "must be >= 1")),
+          .alias("--img-size"),
       Bind("conf-thres", &C::conf_thres, "confidence threshold").check(in_range(0, 1)),
       Bind("iou-thres", &C::iou_thres, "NMS IoU threshold").check(in_range(0, 1)),
       Bind("max-det", &C::max_det, "maximum detections per image")
@@ -37,6 +38,12 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
       Bind("classes", &C::classes, "filter by class: --classes 0 2 3 or --classes 0,2,3"),
       Bind("agnostic-nms", &C::agnostic_nms, "class-agnostic NMS"),
       Bind("augment", &C::augment, "augmented inference (flips and scales; .pt weights)"),
+      Bind("vid-stride", &C::vid_stride, "video frame-rate stride")
+          .check(at_least(1, "must be >= 1")),
+      Bind("stream-buffer", &C::stream_buffer,
+           "streams: every frame in order (default: the newest at each step)"),
+      Bind("batch-size", &C::batch_size, "images or video frames per forward pass")
+          .check(at_least(1, "must be >= 1")),
       Bind("half", &C::half, "use FP16 half-precision inference (CUDA, .pt weights)"),
       Bind("project", &C::project, "save results to project/name").metavar("DIR"),
       Bind("name", &C::name, "save results to project/name"),
@@ -52,10 +59,11 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
 int run(int argc, char** argv) {
   const yolo::cli::Parsed<yolo::DetectConfig> p = yolo::cli::parse(flags(), argc, argv, "detect");
   if (p.help) {
-    std::cout << yolo::cli::help_text(yolo::cli::specs_of(flags()),
-                                      "Detect objects in images with YOLOv5 weights (YOLOv5 v7.0 "
-                                      "detect.py flags)",
-                                      "detect", yolo::version_help());
+    std::cout << yolo::cli::help_text(
+        yolo::cli::specs_of(flags()),
+        "Detect objects in images, videos and streams with YOLOv5 weights (YOLOv5 v7.0 "
+        "detect.py flags)",
+        "detect", yolo::version_help());
     return 0;
   }
   if (p.version) {

@@ -20,6 +20,7 @@ struct Detection {
 struct DetectorOptions {
   std::string device;         // "" (first GPU, else CPU), "cpu", "0", ...
   int imgsz = 640;            // inference size, rounded up to a multiple of the model's stride
+  int imgsz_width = 0;        // > 0: a rectangle, imgsz high and imgsz_width wide
   float conf_thres = 0.25f;   // keep detections at least this confident
   float iou_thres = 0.45f;    // NMS IoU threshold
   int max_det = 1000;         // at most this many detections per image
@@ -50,6 +51,9 @@ class Detector {
   const std::vector<std::string>& names() const;
   // The size (width, height) an image of `image_size` is resized and padded to for detect().
   cv::Size input_size(cv::Size image_size) const;
+  // The same for one detect() call on several images: the full square (or rectangle) when their
+  // sizes differ.
+  cv::Size input_size(const std::vector<cv::Mat>& bgr_images) const;
   int stride() const;
   // The device in use, e.g. "cpu" or "cuda:0".
   std::string device() const;

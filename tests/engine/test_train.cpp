@@ -80,6 +80,23 @@ class TrainTest : public ::testing::Test {
 };
 fs::path TrainTest::root_;
 
+// Every label file of `a` is in `b` with the same rows, to rounding.
+void expect_same_labels(const fs::path& a_dir, const fs::path& b_dir) {
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(a_dir)) {
+    std::ifstream a(e.path()), b(b_dir / e.path().filename());
+    ASSERT_TRUE(b.good()) << e.path().filename() << " missing in " << b_dir;
+    double x = 0, y = 0;
+    while (a >> x) {
+      ASSERT_TRUE(b >> y) << e.path().filename();
+      EXPECT_NEAR(x, y, 1e-4) << e.path().filename();
+    }
+    EXPECT_FALSE(b >> y) << e.path().filename() << " has more rows in " << b_dir;
+    ++files;
+  }
+  EXPECT_GT(files, 5u);
+}
+
 }  // namespace
 
 TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
@@ -133,7 +150,7 @@ TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
   yolo::DetectConfig dc;
   dc.weights = (dir / "weights/best.pt").string();
   dc.source = (root_ / "shapes/images/val").string();
-  dc.imgsz = 128;
+  dc.imgsz = {128};
   dc.device = "cpu";
   dc.conf_thres = 0.01;
   dc.save_txt = true;
@@ -189,6 +206,12 @@ TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
       EXPECT_LE(inter / (area(boxes[a]) + area(boxes[b]) - inter), agnostic.iou_thres + 1e-3);
     }
   }
+
+  // --batch-size 5 (images of one size) writes the labels --batch-size 1 writes, to rounding.
+  dc.hide_labels = false;
+  dc.batch_size = 5;
+  dc.name = "batched";
+  expect_same_labels(plain_dir / "labels", fs::path(yolo::run_detect(dc)) / "labels");
 }
 
 // Model + loss + optimizer can fit: one fixed batch, plain SGD; the loss falls and the mAP on

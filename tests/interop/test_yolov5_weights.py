@@ -7,6 +7,11 @@ Then, with no --cfg (the architecture comes from the file):
     of the same class, IoU >= 0.95 and |conf difference| <= 0.01, and 98 % of ours one of theirs;
     likewise detect --augment against detect.py --augment (test-time augmentation);
   - detect --save-crop writes detect.py --save-crop's crop files, sizes within a pixel;
+  - detect on a folder holding an image and a video (--vid-stride 2, --batch-size 3) writes
+    detect.py's per-frame label files (name_<frame>.txt) with its boxes (98 % matched as above)
+    and the annotated video at the source's frame rate; the video read as a stream (a file://
+    URL, --stream-buffer) gives the same boxes frame by frame; SIGINT ends a stream run with exit
+    0 and a readable video; a camera that is not there is a clear error;
   - our val on best.pt gives YOLOv5's val.py mAP50 and mAP50-95 within 0.002;
   - our train fine-tunes best.pt (its log says "Transferred"): its first epoch's mAP50 is far
     above a from-scratch run's;
@@ -19,6 +24,7 @@ import csv
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -97,6 +103,118 @@ def compare_detect(bin_dir, weights, fx, work, names, ref_dir=None, extra=()):
         fail(f"our detect --weights {weights}: only {100 * f_ref:.1f} % of YOLOv5's boxes and "
              f"{100 * f_ours:.1f} % of ours match (need 98 %); YOLOv5's unmatched (image, class, "
              f"conf, best IoU): {missed[:10]}")
+
+
+def compare_label_dirs(ref_dir, ours_dir, sizes, who, min_boxes=30):
+    """Labels per file stem (sizes: stem -> (w, h)): 98 % of ref's boxes have one of ours (same
+    class, IoU >= 0.95, |conf diff| <= 0.01) and 98 % of ours one of ref's."""
+    n_ref = n_ours = m_ref = m_ours = 0
+    missed = []
+    for stem, (w, h) in sorted(sizes.items()):
+        ref = read_labels(ref_dir, stem, w, h, rnd=False)
+        ours = read_labels(ours_dir, stem, w, h, rnd=True)
+        n_ref, n_ours = n_ref + len(ref), n_ours + len(ours)
+        m, miss, _, _ = match(ref, ours)
+        m_ref += m
+        missed += [(stem, *x) for x in miss]
+        m_ours += match(ours, ref)[0]
+    if n_ref < min_boxes:
+        fail(f"{who}: the reference found only {n_ref} boxes; the comparison needs {min_boxes}")
+    f_ref, f_ours = m_ref / n_ref, m_ours / max(n_ours, 1)
+    print(f"{who}: {m_ref}/{n_ref} of the reference's boxes ({100 * f_ref:.1f} %) and "
+          f"{m_ours}/{n_ours} of ours ({100 * f_ours:.1f} %) match")
+    if f_ref < 0.98 or f_ours < 0.98:
+        fail(f"{who}: only {100 * f_ref:.1f} % of the reference's boxes and {100 * f_ours:.1f} % "
+             f"of ours match (need 98 %); unmatched (file, class, conf, best IoU): {missed[:10]}")
+
+
+def compare_video(bin_dir, fx, work):
+    """detect on videos and streams against detect.py on the same video."""
+    val = os.path.join(fx, "shapes", "images", "val")
+    folder = os.path.join(work, "video_source")
+    os.makedirs(folder, exist_ok=True)
+    frames = [cv2.imread(os.path.join(val, f)) for f in sorted(os.listdir(val))]
+    h, w = frames[0].shape[:2]
+    fps = 7
+    clip = os.path.join(folder, "clip.avi")
+    writer = cv2.VideoWriter(clip, cv2.VideoWriter_fourcc(*"png "), fps, (w, h))  # lossless
+    for im in frames:
+        writer.write(cv2.resize(im, (w, h)))
+    writer.release()
+    shutil.copy(os.path.join(val, sorted(os.listdir(val))[0]), os.path.join(folder, "still.jpg"))
+    stride, n = 2, len(frames) // 2
+    ref = y5_detect(fx, work, "ref_video", folder, save_txt=True, save_conf=True, vid_stride=stride)
+    text = run([os.path.join(bin_dir, "detect"), "--weights", os.path.join(fx, "best.pt"),
+                "--source", folder, "--imgsz", str(IMGSZ), "--conf-thres", str(CONF),
+                "--iou-thres", str(IOU), "--save-txt", "--save-conf", "--vid-stride", str(stride),
+                "--batch-size", "3", "--project", work, "--name", "video"],
+               os.path.join(work, "video.log"))
+    if "image 1/2 " not in text or f"video 2/2 ({n}/{n}) {clip}: " not in text:
+        fail(f"detect on {folder}: no 'image 1/2' line or no 'video 2/2 ({n}/{n})' line:\n"
+             f"{text[-1500:]}")
+    sizes = {"still": (w, h), **{f"clip_{k}": (w, h) for k in range(1, n + 1)}}
+    ref_files = sorted(os.listdir(os.path.join(ref, "labels")))
+    ours_files = sorted(os.listdir(os.path.join(work, "video", "labels")))
+    if ref_files != ours_files:
+        fail(f"detect on a video: label files {ours_files[:8]}..., detect.py's {ref_files[:8]}...")
+    compare_label_dirs(os.path.join(ref, "labels"), os.path.join(work, "video", "labels"), sizes,
+                       f"detect --vid-stride {stride} --batch-size 3 (image + video, "
+                       f"{len(ours_files)} label files)")
+    out = cv2.VideoCapture(os.path.join(work, "video", "clip.mp4"))
+    got = (out.get(cv2.CAP_PROP_FPS), int(out.get(cv2.CAP_PROP_FRAME_COUNT)),
+           int(out.get(cv2.CAP_PROP_FRAME_WIDTH)), int(out.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+    if got != (fps, n, w, h):
+        fail(f"video/clip.mp4: (fps, frames, width, height) {got}, expected {(fps, n, w, h)}")
+    print(f"detect on a video: clip.mp4 written with {n} frames at {fps} FPS")
+
+    # The same video as a stream, every frame kept: stream steps count from 0.
+    run([os.path.join(bin_dir, "detect"), "--weights", os.path.join(fx, "best.pt"), "--source",
+         "file://" + clip, "--stream-buffer", "--imgsz", str(IMGSZ), "--conf-thres", str(CONF),
+         "--iou-thres", str(IOU), "--save-txt", "--save-conf", "--vid-stride", str(stride),
+         "--nosave", "--project", work, "--name", "stream"], os.path.join(work, "stream.log"))
+    stream_dir = os.path.join(work, "stream", "labels")
+    renamed = os.path.join(work, "stream_as_video")
+    os.makedirs(renamed, exist_ok=True)
+    for f in os.listdir(stream_dir):
+        k = int(f[len("clip_"):-len(".txt")])
+        shutil.copy(os.path.join(stream_dir, f), os.path.join(renamed, f"clip_{k + 1}.txt"))
+    clip_sizes = {k: v for k, v in sizes.items() if k.startswith("clip_")}
+    compare_label_dirs(os.path.join(work, "video", "labels"), renamed, clip_sizes,
+                       "detect on the video as a file:// stream, against the video's frames")
+
+    # SIGINT during a stream ends the run cleanly: exit 0, the video finished and readable.
+    long_clip = os.path.join(work, "long.avi")
+    writer = cv2.VideoWriter(long_clip, cv2.VideoWriter_fourcc(*"png "), 25, (160, 128))
+    for k in range(600):
+        writer.write(cv2.resize(frames[k % len(frames)], (160, 128)))
+    writer.release()
+    proc = subprocess.Popen([os.path.join(bin_dir, "detect"), "--weights",
+                             os.path.join(fx, "best.pt"), "--source", "file://" + long_clip,
+                             "--stream-buffer", "--imgsz", str(IMGSZ), "--project", work,
+                             "--name", "interrupted"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("0: "):
+            proc.send_signal(signal.SIGINT)
+            break
+    lines += proc.stdout.readlines()
+    rc = proc.wait(timeout=120)
+    out = cv2.VideoCapture(os.path.join(work, "interrupted", "long.mp4"))
+    written = int(out.get(cv2.CAP_PROP_FRAME_COUNT))
+    if rc != 0 or not 0 < written < 600:
+        fail(f"detect on a stream, SIGINT after the first frame: exit {rc}, {written} frames in "
+             f"long.mp4 (expected exit 0 and 1-599 readable frames):\n{''.join(lines[-5:])}")
+    print(f"detect on a stream: SIGINT after the first frame ended it with exit 0 and "
+          f"{written} of 600 frames in a readable long.mp4")
+
+    p = subprocess.run([os.path.join(bin_dir, "detect"), "--weights", os.path.join(fx, "best.pt"),
+                        "--source", "9", "--project", work, "--name", "camera"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    if p.returncode != 2 or "cannot open the stream '9'" not in p.stdout:
+        fail(f"detect --source 9 (no camera): exit {p.returncode}, expected 2 naming the stream: "
+             f"{p.stdout[-800:]}")
 
 
 def y5_detect(fx, work, name, source, **options):
@@ -186,6 +304,7 @@ def main():
     compare_detect(bin_dir, os.path.join(fx, "best.pt"), fx, work, names,
                    os.path.join(ref_tta, "labels"), ["--augment"])
     compare_crops(bin_dir, fx, work)
+    compare_video(bin_dir, fx, work)
 
     best = os.path.join(fx, "best.pt")
     text = run([os.path.join(bin_dir, "val"), "--weights", best, "--data", data, "--imgsz",

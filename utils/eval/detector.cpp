@@ -34,6 +34,7 @@ void check_options(const DetectorOptions& o) {
   if (!(o.iou_thres >= 0 && o.iou_thres <= 1)) bad("iou_thres must be in [0, 1]");
   if (o.max_det < 1) bad("max_det must be >= 1");
   if (o.imgsz < 1) bad("imgsz must be >= 1");
+  if (o.imgsz_width < 0) bad("imgsz_width must be >= 0");
 }
 }  // namespace
 
@@ -53,14 +54,15 @@ struct Detector::Impl {
   Impl(const std::string& weights, const DetectorOptions& o)
       : dev(select_device(o.device)), model(load(weights, o, dev.device)) {
     fixed = model.fixed_height() > 0;
-    const int imgsz = check_img_size(o.imgsz, model.stride());
+    const int h = check_img_size(o.imgsz, model.stride());
+    const int w = o.imgsz_width > 0 ? check_img_size(o.imgsz_width, model.stride()) : h;
     shape = fixed ? cv::Size(static_cast<int>(model.fixed_width()),
                              static_cast<int>(model.fixed_height()))
-                  : cv::Size(imgsz, imgsz);
-    if (fixed && (shape.width != imgsz || shape.height != imgsz)) {
+                  : cv::Size(w, h);
+    if (fixed && (shape.width != w || shape.height != h)) {
       log_info(weights + " takes " + std::to_string(shape.height) + "x" +
-               std::to_string(shape.width) + " images: image size " + std::to_string(o.imgsz) +
-               " is not used");
+               std::to_string(shape.width) + " images: image size " + std::to_string(h) + "x" +
+               std::to_string(w) + " is not used");
     }
     nms.conf_thres = o.conf_thres;
     nms.iou_thres = o.iou_thres;
@@ -138,6 +140,14 @@ const std::vector<std::string>& Detector::names() const { return impl_->model.na
 cv::Size Detector::input_size(cv::Size image_size) const {
   return letterbox_plan(image_size, impl_->shape, !impl_->fixed, false, true, impl_->model.stride())
       .size;
+}
+
+cv::Size Detector::input_size(const std::vector<cv::Mat>& bgr_images) const {
+  if (bgr_images.empty()) return impl_->shape;
+  for (const cv::Mat& im : bgr_images) {
+    if (im.size() != bgr_images[0].size()) return impl_->shape;
+  }
+  return input_size(bgr_images[0].size());
 }
 
 int Detector::stride() const { return impl_->model.stride(); }

@@ -1,22 +1,22 @@
 #include "utils/eval/predictor.h"
 
-#include <glob.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#ifdef YOLO_WITH_OPENCV_VIDEOIO
+#include <opencv2/videoio.hpp>
+#endif
 
-#include "data/file_lists.h"
-#include "data/image_io.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/progress.h"
 #include "utils/core/stopwatch.h"
+#include "utils/eval/media_source.h"
 #include "utils/eval/yolo_txt.h"
 #include "utils/viz/plots.h"
 #include "yolo/detector.h"
@@ -26,14 +26,6 @@ namespace fs = std::filesystem;
 namespace yolo {
 
 namespace {
-bool is_image(const fs::path& p) {
-  std::string e = p.extension().string();
-  std::transform(e.begin(), e.end(), e.begin(), ::tolower);
-  static const std::vector<std::string> kExt = {".bmp", ".jpg",  ".jpeg", ".png",
-                                                ".tif", ".tiff", ".webp", ".pfm"};
-  return std::find(kExt.begin(), kExt.end(), e) != kExt.end();
-}
-
 void draw_box(cv::Mat& im, const cv::Rect2f& box, const std::string& label, int cls, int lw) {
   const cv::Scalar color = class_color(cls);
   cv::rectangle(im, cv::Point(box.x, box.y), cv::Point(box.x + box.width, box.y + box.height),
@@ -74,39 +66,51 @@ void save_crop(const cv::Mat& im, const Detection& d, const fs::path& dir,
     throw std::runtime_error(file.string() + ": cannot write the crop");
   }
 }
-}  // namespace
 
-std::vector<std::string> expand_source(const std::string& source) {
-  if (source.empty()) throw UsageError("--source: required (an image, folder, glob or .txt list)");
-  std::error_code ec;
-  std::vector<std::string> files;
-  if (fs::is_directory(source, ec)) {
-    for (const auto& e : fs::directory_iterator(source)) {
-      if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().string());
+// Annotated videos: one writer per output (a file source's videos one after another, a stream's
+// for the whole run), each finished when its source moves on or the run ends.
+class VideoSink {
+ public:
+  void write(int slot, const fs::path& out, const cv::Mat& im, double fps) {
+#ifdef YOLO_WITH_OPENCV_VIDEOIO
+    auto it = writers_.find(slot);
+    if (it == writers_.end() || it->second.first != out) {
+      if (it != writers_.end()) it->second.second.release();
+      cv::VideoWriter w(out.string(), cv::VideoWriter::fourcc('m', 'p', '4', 'v'), fps, im.size());
+      if (!w.isOpened()) throw std::runtime_error(out.string() + ": cannot write the video");
+      it = writers_.insert_or_assign(slot, std::make_pair(out, std::move(w))).first;
     }
-  } else if (fs::is_regular_file(source, ec) && fs::path(source).extension() == ".txt") {
-    files = list_image_files({source});
-  } else if (fs::is_regular_file(source, ec)) {
-    files.push_back(source);
-  } else if (source.find_first_of("*?[") != std::string::npos) {
-    glob_t g{};
-    if (::glob(source.c_str(), 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) {
-        if (is_image(g.gl_pathv[i])) files.push_back(g.gl_pathv[i]);
-      }
-    }
-    ::globfree(&g);
+    it->second.second.write(im);
+#else
+    (void)slot, (void)out, (void)im, (void)fps;
+#endif
   }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw UsageError("--source: no images found at '" + source + "'");
-  return files;
-}
+  ~VideoSink() { close(); }
+  void close() {
+#ifdef YOLO_WITH_OPENCV_VIDEOIO
+    for (auto& [slot, w] : writers_) w.second.release();
+    writers_.clear();
+#endif
+  }
 
-std::string run_detect(const DetectConfig& cfg) {
-  const std::vector<std::string> files = expand_source(cfg.source);
+ private:
+#ifdef YOLO_WITH_OPENCV_VIDEOIO
+  std::map<int, std::pair<fs::path, cv::VideoWriter>> writers_;
+#endif
+};
+
+DetectorOptions detector_options(const DetectConfig& cfg) {
+  if (cfg.imgsz.empty() || cfg.imgsz.size() > 2) {
+    throw UsageError("--imgsz: one number (square) or two (height width), got " +
+                     std::to_string(cfg.imgsz.size()));
+  }
+  for (int v : cfg.imgsz) {
+    if (v < 1) throw UsageError("--imgsz: sizes must be >= 1, got " + std::to_string(v));
+  }
   DetectorOptions o;
   o.device = cfg.device;
-  o.imgsz = cfg.imgsz;
+  o.imgsz = cfg.imgsz[0];
+  o.imgsz_width = cfg.imgsz.size() > 1 ? cfg.imgsz[1] : 0;
   o.conf_thres = static_cast<float>(cfg.conf_thres);
   o.iou_thres = static_cast<float>(cfg.iou_thres);
   o.max_det = cfg.max_det;
@@ -117,65 +121,147 @@ std::string run_detect(const DetectConfig& cfg) {
   o.half = cfg.half;
   o.augment = cfg.augment;
   if (!cfg.data.empty()) o.data = resolve_config(cfg.data, ConfigKind::kData, "--data");
-  Detector detector(cfg.weights, o);
-  const std::vector<std::string>& names = detector.names();
-  const std::string save_dir =
-      increment_path((fs::path(cfg.project) / cfg.name).string(), cfg.exist_ok, true);
-  if (cfg.save_txt) fs::create_directories(fs::path(save_dir) / "labels");
-  const Stopwatch clock;
-  for (size_t i = 0; i < files.size(); ++i) {
-    const Stopwatch t0;
-    cv::Mat im0 = read_image(files[i]);  // throws naming the file when unreadable
-    const std::vector<Detection> det = detector.detect(im0);
-    const double ms = t0.milliseconds();
-    std::map<int, int> counts;
-    const fs::path src(files[i]);
-    if (cfg.save_crop) {  // from the image before boxes are drawn, in YOLOv5's order
-      for (auto d = det.rbegin(); d != det.rend(); ++d) {
-        save_crop(im0, *d, fs::path(save_dir) / "crops" / class_name(names, d->class_id),
-                  src.stem().string());
-      }
-    }
-    if (cfg.save_txt) {
-      write_yolo_txt((fs::path(save_dir) / "labels" / (src.stem().string() + ".txt")).string(), det,
-                     im0.cols, im0.rows, cfg.save_conf);
-    }
-    for (const Detection& d : det) {
-      ++counts[d.class_id];
-      if (!cfg.nosave) {
-        // YOLOv5's label: "name 0.87", "name" with --hide-conf, none with --hide-labels.
-        std::string label = cfg.hide_labels ? "" : class_name(names, d.class_id);
-        if (!cfg.hide_labels && !cfg.hide_conf) {
-          char conf[16];
-          std::snprintf(conf, sizeof(conf), " %.2f", d.confidence);
-          label += conf;
-        }
-        draw_box(im0, cv::Rect2f(d.x1, d.y1, d.x2 - d.x1, d.y2 - d.y1), label, d.class_id,
-                 cfg.line_thickness);
-      }
-    }
-    if (!cfg.nosave) {
-      const std::string out = (fs::path(save_dir) / src.filename()).string();
-      if (!cv::imwrite(out, im0)) throw std::runtime_error(out + ": cannot write the image");
-    }
-    const cv::Size input = detector.input_size(im0.size());
-    std::string s = "image " + std::to_string(i + 1) + "/" + std::to_string(files.size()) + " " +
-                    files[i] + ": " + std::to_string(input.height) + "x" +
-                    std::to_string(input.width) + " ";
-    if (counts.empty()) s += "(no detections), ";
-    for (const auto& [c, n] : counts) {
-      s += std::to_string(n) + " " + class_name(names, c) + (n > 1 ? "s" : "") + ", ";
-    }
-    // YOLOv5's line per image, with the run's elapsed time and ETA as its progress bars show them.
-    const double elapsed = clock.seconds();
-    const double eta =
-        elapsed / static_cast<double>(i + 1) * static_cast<double>(files.size() - i - 1);
-    char t[32];
-    std::snprintf(t, sizeof(t), "%.1fms", ms);
-    log_info(s + t + " [" + format_duration(elapsed) + "<" + format_duration(eta) + "]");
+  return o;
+}
+
+// YOLOv5's per-image line start: "image 2/8 a.jpg: ", "video 1/1 (3/20) v.mp4: ", "0: ".
+std::string frame_header(const SourceFrame& f) {
+  switch (f.kind) {
+    case SourceFrame::Kind::kImage:
+      return "image " + std::to_string(f.index + 1) + "/" + std::to_string(f.count) + " " + f.path +
+             ": ";
+    case SourceFrame::Kind::kVideo:
+      return "video " + std::to_string(f.index + 1) + "/" + std::to_string(f.count) + " (" +
+             std::to_string(f.frame) + "/" + std::to_string(f.frames) + ") " + f.path + ": ";
+    case SourceFrame::Kind::kStream:
+      break;
   }
-  log_info("Results saved to " + save_dir);
-  return save_dir;
+  return std::to_string(f.index) + ": ";
+}
+
+// What detect writes for one frame (crops, labels, the annotated image or video frame); returns
+// the per-class counts for its line.
+std::map<int, int> save_results(const DetectConfig& cfg, const std::vector<std::string>& names,
+                                const fs::path& save_dir, SourceFrame& f,
+                                const std::vector<Detection>& det, VideoSink& videos) {
+  cv::Mat& im0 = f.image;
+  const std::string stem = fs::path(f.name).stem().string();
+  if (cfg.save_crop) {  // from the image before boxes are drawn, in YOLOv5's order
+    for (auto d = det.rbegin(); d != det.rend(); ++d) {
+      save_crop(im0, *d, save_dir / "crops" / class_name(names, d->class_id), stem);
+    }
+  }
+  // Only frames with detections get a file, as YOLOv5's; videos and streams one per frame,
+  // stem_<frame>.txt.
+  if (cfg.save_txt && !det.empty()) {
+    const std::string txt =
+        stem + (f.kind == SourceFrame::Kind::kImage ? "" : "_" + std::to_string(f.frame)) + ".txt";
+    write_yolo_txt((save_dir / "labels" / txt).string(), det, im0.cols, im0.rows, cfg.save_conf);
+  }
+  std::map<int, int> counts;
+  for (const Detection& d : det) {
+    ++counts[d.class_id];
+    if (cfg.nosave) continue;
+    // YOLOv5's label: "name 0.87", "name" with --hide-conf, none with --hide-labels.
+    std::string label = cfg.hide_labels ? "" : class_name(names, d.class_id);
+    if (!cfg.hide_labels && !cfg.hide_conf) {
+      char conf[16];
+      std::snprintf(conf, sizeof(conf), " %.2f", d.confidence);
+      label += conf;
+    }
+    draw_box(im0, cv::Rect2f(d.x1, d.y1, d.x2 - d.x1, d.y2 - d.y1), label, d.class_id,
+             cfg.line_thickness);
+  }
+  if (cfg.nosave) return counts;
+  if (f.kind == SourceFrame::Kind::kImage) {
+    const std::string out = (save_dir / f.name).string();
+    if (!cv::imwrite(out, im0)) throw std::runtime_error(out + ": cannot write the image");
+  } else {  // the annotated video, as <name>.mp4 at the source's frame rate
+    const int slot = f.kind == SourceFrame::Kind::kStream ? f.index : -1;
+    videos.write(slot, save_dir / fs::path(f.name).replace_extension(".mp4"), im0, f.fps);
+  }
+  return counts;
+}
+
+void warn_unknown_classes(const std::vector<int>& classes, const std::vector<std::string>& names) {
+  for (int c : classes) {
+    if (c < 0 || c >= static_cast<int>(names.size())) {
+      log_warn("--classes " + std::to_string(c) + ": the model has " +
+               std::to_string(names.size()) + " classes (0-" + std::to_string(names.size() - 1) +
+               "), so nothing of class " + std::to_string(c) + " can be found");
+    }
+  }
+}
+}  // namespace
+
+std::string run_detect(const DetectConfig& cfg) {
+  if (cfg.batch_size < 1) throw UsageError("--batch-size: must be >= 1");
+  SourceOptions so;
+  so.vid_stride = cfg.vid_stride;
+  so.stream_buffer = cfg.stream_buffer;
+  Detector detector(cfg.weights, detector_options(cfg));
+  const std::vector<std::string>& names = detector.names();
+  warn_unknown_classes(cfg.classes, names);
+  std::unique_ptr<FrameSource> source = open_source(cfg.source, so);
+  const fs::path save_dir =
+      increment_path((fs::path(cfg.project) / cfg.name).string(), cfg.exist_ok, true);
+  if (cfg.save_txt) fs::create_directories(save_dir / "labels");
+  const Stopwatch clock;
+  VideoSink videos;
+  std::vector<SourceFrame> batch;
+  std::vector<cv::Mat> images;
+  int64_t seen = 0;
+  double total_ms = 0;
+  while (batch.clear(), source->next(batch, cfg.batch_size)) {
+    images.clear();
+    for (const SourceFrame& f : batch) images.push_back(f.image);
+    const Stopwatch t0;
+    const std::vector<std::vector<Detection>> dets = detector.detect(images);
+    const double ms = t0.milliseconds() / static_cast<double>(batch.size());
+    const cv::Size input = detector.input_size(images);
+    total_ms += t0.milliseconds();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      SourceFrame& f = batch[i];
+      const std::map<int, int> counts = save_results(cfg, names, save_dir, f, dets[i], videos);
+      std::string s =
+          frame_header(f) + std::to_string(input.height) + "x" + std::to_string(input.width) + " ";
+      if (counts.empty()) s += "(no detections), ";
+      for (const auto& [c, n] : counts) {
+        s += std::to_string(n) + " " + class_name(names, c) + (n > 1 ? "s" : "") + ", ";
+      }
+      // YOLOv5's line per image, with the run's elapsed time (and for images its ETA) as its
+      // progress bars show them.
+      ++seen;
+      const double elapsed = clock.seconds();
+      std::string when = format_duration(elapsed);
+      if (f.kind == SourceFrame::Kind::kImage) {
+        when += "<" + format_duration(elapsed / static_cast<double>(f.index + 1) *
+                                      static_cast<double>(f.count - f.index - 1));
+      }
+      char t[32];
+      std::snprintf(t, sizeof(t), "%.1fms", ms);
+      log_info(s + t + " [" + when + "]");
+    }
+  }
+  videos.close();
+  if (seen == 0 && source->streams() == 0) {
+    throw std::runtime_error("--source " + cfg.source +
+                             ": no image or video frame could be read (see the warnings above)");
+  }
+  std::string saved = "Results saved to " + save_dir.string();
+  if (cfg.save_txt) {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(save_dir / "labels")) n += e.is_regular_file();
+    saved += "\n" + std::to_string(n) + " labels saved to " + (save_dir / "labels").string();
+  }
+  if (seen > 0) {
+    char speed[96];
+    std::snprintf(speed, sizeof(speed), "Speed: %.1fms per image (pre-process, inference, NMS)",
+                  total_ms / static_cast<double>(seen));
+    log_info(speed);
+  }
+  log_info(saved);
+  return save_dir.string();
 }
 
 }  // namespace yolo

@@ -1,6 +1,7 @@
 #pragma once
-// detect.py's loop: images from a file, folder, glob or .txt list -> letterbox -> model -> NMS ->
-// boxes in original pixels, drawn onto the image and/or written as YOLO-format labels.
+// detect.py's loop: images and videos (a file, folder, glob or .txt list) or live streams ->
+// letterbox -> model -> NMS -> boxes in original pixels, drawn onto the image or video and/or
+// written as YOLO-format labels.
 #include <string>
 #include <vector>
 
@@ -8,7 +9,10 @@ namespace yolo {
 
 struct DetectConfig {
   std::string weights, cfg, data, source, device;
-  int imgsz = 640;
+  std::vector<int> imgsz = {640};  // one number (square) or height and width
+  int batch_size = 1;              // images (or video frames) per forward pass
+  int vid_stride = 1;              // every n-th frame of videos and streams
+  bool stream_buffer = false;      // streams: every frame in order, not the newest at each step
   double conf_thres = 0.25, iou_thres = 0.45;
   int max_det = 1000;
   std::vector<int> classes;
@@ -20,10 +24,6 @@ struct DetectConfig {
   bool exist_ok = false;
   int line_thickness = 3;
 };
-
-// Expands a --source value: an image, a folder (its images, sorted), a glob pattern, or a .txt
-// file listing images. Throws UsageError naming --source when nothing matches.
-std::vector<std::string> expand_source(const std::string& source);
 
 // Runs detection; returns the run dir. Throws on errors.
 std::string run_detect(const DetectConfig& cfg);
