@@ -95,6 +95,47 @@ Batch collate(std::vector<Sample>& samples, bool float_images, bool pin_memory) 
   return out;
 }
 
+Batch quad_batch(Batch in, uint64_t seed) {
+  const int64_t n = in.images.size(0) / 4;
+  if (n == 0) return in;
+  Rng rng(seed);
+  const at::Tensor& t = in.targets;
+  const auto labels_of = [&](int64_t j) { return t.index({t.select(1, 0) == j}); };
+  const at::Tensor ho = torch::tensor({0.f, 0.f, 0.f, 1.f, 0.f, 0.f});  // one image down
+  const at::Tensor wo = torch::tensor({0.f, 0.f, 1.f, 0.f, 0.f, 0.f});  // one image right
+  const at::Tensor half = torch::tensor({1.f, 1.f, .5f, .5f, .5f, .5f});
+  std::vector<at::Tensor> images, targets;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = 4 * i;
+    const at::Tensor im = in.images;
+    at::Tensor lb;
+    if (uniform(rng, 0, 1) < 0.5) {
+      namespace F = torch::nn::functional;
+      images.push_back(F::interpolate(im[k].unsqueeze(0).to(torch::kFloat),
+                                      F::InterpolateFuncOptions()
+                                          .scale_factor(std::vector<double>{2.0, 2.0})
+                                          .mode(torch::kBilinear)
+                                          .align_corners(false))[0]
+                           .to(im.scalar_type()));
+      lb = labels_of(k).clone();
+    } else {
+      images.push_back(torch::cat(
+          {torch::cat({im[k], im[k + 1]}, 1), torch::cat({im[k + 2], im[k + 3]}, 1)}, 2));
+      lb = torch::cat({labels_of(k), labels_of(k + 1) + ho, labels_of(k + 2) + wo,
+                       labels_of(k + 3) + ho + wo}) *
+           half;
+    }
+    lb.select(1, 0).fill_(static_cast<float>(i));
+    targets.push_back(lb);
+  }
+  Batch out;
+  out.images = torch::stack(images);
+  out.targets = torch::cat(targets);
+  out.paths.assign(in.paths.begin(), in.paths.begin() + n);
+  out.shapes.assign(in.shapes.begin(), in.shapes.begin() + n);
+  return out;
+}
+
 at::Tensor images_to_device(const at::Tensor& images, const c10::Device& device) {
   at::Tensor x = images.to(device, /*non_blocking=*/true);
   if (x.scalar_type() == torch::kUInt8) x = x.to(torch::kFloat32).mul_(1.0 / 255);
@@ -201,12 +242,21 @@ DataLoader::Item DataLoader::load_item(const std::vector<int64_t>& order, int64_
   return item;
 }
 
-Batch DataLoader::collate_items(std::vector<Item>& items) const {
+Batch DataLoader::collate_items(std::vector<Item>& items, int64_t epoch, size_t b) const {
   if (!opt_.recipes) {
     std::vector<Sample> samples;
     samples.reserve(items.size());
     for (auto& it : items) samples.push_back(std::move(it.sample));
-    return collate(samples, opt_.float_images, opt_.pin_memory);
+    if (!opt_.quad) return collate(samples, opt_.float_images, opt_.pin_memory);
+    // The quad's draw has its own stream per (epoch, batch, rank), as each sample's does.
+    const size_t global_b = b * static_cast<size_t>(opt_.world_size) + opt_.rank;
+    Batch out = quad_batch(collate(samples, opt_.float_images, false),
+                           sample_seed(opt_.seed ^ 0x71756164ull, epoch, global_b, -1));
+    if (opt_.pin_memory) {
+      out.images = out.images.pin_memory();
+      out.targets = out.targets.pin_memory();
+    }
+    return out;
   }
   std::vector<SampleRecipe> recipes;
   recipes.reserve(items.size());
@@ -252,7 +302,7 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, s
   } else {
     load(0, n);
   }
-  return collate_items(samples);
+  return collate_items(samples, epoch, b);
 }
 
 // Marks every queued job abandoned (workers drop what they finish for it) and forgets them.
@@ -321,7 +371,7 @@ void DataLoader::work() {
           lock.unlock();
           std::optional<Batch> batch;
           try {
-            batch = collate_items(samples);
+            batch = collate_items(samples, job->epoch, pos / bs);
           } catch (...) {
             error = std::current_exception();
           }

@@ -54,6 +54,9 @@ struct LoaderOptions {
   // Batches as recipes (YoloDataset::get_recipe): workers decode and draw the transforms, the
   // pixels are made on the device (data/device_augment).
   bool recipes = false;
+  // YOLOv5's quad collate (train --quad): each 4 samples become one image of twice the size, see
+  // quad_batch. Not with recipes.
+  bool quad = false;
 };
 
 // YOLOv5's worker count: min(hardware threads / world, batch_size (0 when batch is 1), workers).
@@ -64,6 +67,13 @@ int loader_worker_count(int workers, int batch_size, int world_size);
 // `pin_memory`: page-locked tensors, which a CUDA copy with non_blocking=true reads without
 // making the host wait (needs a CUDA device).
 Batch collate(std::vector<Sample>& samples, bool float_images = true, bool pin_memory = false);
+
+// YOLOv5's collate_fn4: samples 4i..4i+3 become image i of twice their height and width, either
+// sample 4i upsampled 2x (bilinear, probability 0.5, drawn from `seed`) with its labels, or the
+// four as a 2x2 mosaic (4i top left, 4i+1 below it, 4i+2 top right, 4i+3 below that) with their
+// labels moved and halved. Samples beyond a multiple of 4 are dropped; a batch of fewer than 4
+// is returned as it is.
+Batch quad_batch(Batch batch, uint64_t seed);
 
 // A batch's images on `device` as float32 in 0..1, what the model takes. uint8 batches travel as
 // bytes (asynchronously from pinned memory) and are converted there, as x * (1/255) in float:
@@ -109,7 +119,7 @@ class DataLoader {
   struct Item;
   Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, size_t b) const;
   Item load_item(const std::vector<int64_t>& order, int64_t epoch, size_t pos) const;
-  Batch collate_items(std::vector<Item>& items) const;
+  Batch collate_items(std::vector<Item>& items, int64_t epoch, size_t b) const;
   std::shared_ptr<Job> make_job(int64_t epoch) const;
   void work();
   void cancel_jobs();

@@ -673,3 +673,61 @@ TEST(Loader, RecipeBatchesRenderTheCpuPathsBatches) {
     EXPECT_FALSE(recipes.next());
   }
 }
+
+namespace {
+// 8 constant images (image j: 10 (j + 1)) of 4x6 px, one label each centred (image 1: two).
+Batch eight_images() {
+  Batch b;
+  b.images = torch::empty({8, 3, 4, 6}, torch::kUInt8);
+  std::vector<at::Tensor> rows;
+  for (int j = 0; j < 8; ++j) {
+    b.images[j].fill_(10 * (j + 1));
+    rows.push_back(torch::tensor({float(j), float(j % 3), .5f, .5f, .2f, .4f}));
+    if (j == 1) rows.push_back(torch::tensor({1.f, 2.f, .1f, .1f, .1f, .1f}));
+    b.paths.push_back("im" + std::to_string(j));
+    b.shapes.emplace_back();
+  }
+  b.targets = torch::stack(rows);
+  return b;
+}
+}  // namespace
+
+// YOLOv5's collate_fn4: per 4 samples one image of twice the size, either the first sample
+// upsampled with its labels or the four as a 2x2 mosaic with their labels moved and halved.
+TEST(QuadBatch, FourSamplesBecomeOneImageOfTwiceTheSize) {
+  bool seen_mosaic = false, seen_upsampled = false;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    const Batch q = quad_batch(eight_images(), seed);
+    ASSERT_EQ(q.images.sizes(), (std::vector<int64_t>{2, 3, 8, 12}));
+    EXPECT_EQ(q.images.scalar_type(), torch::kUInt8);
+    EXPECT_EQ(q.paths, (std::vector<std::string>{"im0", "im1"}));
+    EXPECT_TRUE(torch::equal(q.images, quad_batch(eight_images(), seed).images));  // seeded
+    for (int64_t i = 0; i < 2; ++i) {
+      const at::Tensor im = q.images[i];
+      const at::Tensor t = q.targets.index({q.targets.select(1, 0) == i});
+      const int k = 4 * static_cast<int>(i);
+      const auto value = [&](int64_t y, int64_t x) { return im[0][y][x].item<int>(); };
+      if (value(0, 0) != value(7, 11)) {  // the mosaic: k top left, k+1 below, k+2 right
+        seen_mosaic = true;
+        EXPECT_EQ(value(0, 0), 10 * (k + 1));
+        EXPECT_EQ(value(7, 0), 10 * (k + 2));
+        EXPECT_EQ(value(0, 11), 10 * (k + 3));
+        EXPECT_EQ(value(7, 11), 10 * (k + 4));
+        ASSERT_EQ(t.size(0), i == 0 ? 5 : 4);
+        // Sample k+1's label: one image down, halved.
+        const at::Tensor below = t.index({t.select(1, 1) == float((k + 1) % 3)});
+        EXPECT_TRUE(torch::allclose(below[0].slice(0, 2), torch::tensor({.25f, .75f, .1f, .2f})));
+      } else {  // sample k upsampled, its labels as they were
+        seen_upsampled = true;
+        EXPECT_TRUE(torch::all(im == 10 * (k + 1)).item<bool>());
+        ASSERT_EQ(t.size(0), i == 0 ? 1 : 1);
+        EXPECT_TRUE(torch::allclose(t[0].slice(0, 2), torch::tensor({.5f, .5f, .2f, .4f})));
+      }
+    }
+  }
+  EXPECT_TRUE(seen_mosaic && seen_upsampled);
+  // Fewer than four samples: as they were.
+  Batch three = eight_images();
+  three.images = three.images.slice(0, 0, 3);
+  EXPECT_EQ(quad_batch(three, 0).images.size(0), 3);
+}

@@ -384,6 +384,22 @@ TEST_F(TrainTest, RunDirsIncrementAndOptionsAreSaved) {
   EXPECT_TRUE(saved.noval);
 }
 
+// --batch-size -1 on the CPU trains with YOLOv5's default 16 and records it; --quad trains on
+// quarter batches of double-size images (the loss stays finite and the run completes).
+TEST_F(TrainTest, AutoBatchOnTheCpuTakes16AndQuadTrains) {
+  yolo::Options o = options("autobatch_quad", 1);
+  o.batch_size = -1;
+  o.quad = true;
+  o.noval = true;
+  const auto r = yolo::train(yolo::resolve(o));
+  EXPECT_EQ(yolo::load_options(r.save_dir + "/opt.yaml").batch_size, 16);
+  const yolo::ResultsTable t = yolo::read_results_csv(r.save_dir + "/results.csv");
+  ASSERT_EQ(t.rows.size(), 1u);
+  for (const char* c : {"train/box_loss", "train/obj_loss", "train/cls_loss"}) {
+    EXPECT_TRUE(std::isfinite(t.values(c)[0]) && t.values(c)[0] > 0) << c;
+  }
+}
+
 TEST(Train, OutOfMemoryMessageNamesTheBatchAndWhatToLower) {
   yolo::Options o;
   o.batch_size = 512;

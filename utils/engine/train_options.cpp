@@ -23,8 +23,9 @@ using cli::Bind;
 using cli::empty_or_one_of;
 
 std::string check_batch_size(const int& v) {
-  if (v == -1) return "-1 (AutoBatch) is not supported; give a batch size";
-  return cli::at_least(1)(v);
+  if (v == -1) return "";  // AutoBatch
+  const std::string bad = cli::at_least(1)(v);
+  return bad.empty() ? "" : bad + " (or -1 for AutoBatch)";
 }
 std::string check_imgsz(const int& v) {
   if (v >= 1 && v <= 8192) return "";

@@ -23,9 +23,10 @@ std::string values_in_range(const RuleInput& in) {
   return bad + " (from " + in.opt.save_dir + "/opt.yaml)";
 }
 
-// Flags parsed for compatibility whose feature has not landed: refused rather than ignored.
-std::string not_implemented(const RuleInput& in) {
-  return in.opt.quad ? "--quad is not implemented yet in this build; remove it" : "";
+// The quad collate works on rendered images, so not with batches rendered on the GPU.
+std::string quad_on_the_cpu(const RuleInput& in) {
+  if (!in.opt.quad || in.opt.augment_device != "cuda") return "";
+  return "--quad: needs --augment-device cpu (the quad collate joins images the CPU rendered)";
 }
 
 std::string evolve_with_resume(const RuleInput& in) {
@@ -79,6 +80,11 @@ std::string ddp_evolve(const RuleInput& in) {
   return in.world_size > 1 && in.opt.evolve > 0 ? "--evolve" + kNotDdp : "";
 }
 
+std::string ddp_autobatch(const RuleInput& in) {
+  if (in.world_size <= 1 || in.opt.batch_size != -1) return "";
+  return "AutoBatch with --batch-size -1" + kNotDdp + ", please pass a valid --batch-size";
+}
+
 std::string ddp_batch_split(const RuleInput& in) {
   if (in.world_size <= 1 || in.opt.batch_size % in.world_size == 0) return "";
   return "--batch-size " + std::to_string(in.opt.batch_size) + " must be multiple of WORLD_SIZE (" +
@@ -107,7 +113,7 @@ bool may_change_on_resume(const std::string& flag) {
 const std::vector<TrainRule>& train_rules() {
   static const std::vector<TrainRule> rules = {
       {"values in range", values_in_range},
-      {"not implemented", not_implemented},
+      {"quad on the CPU", quad_on_the_cpu},
       {"evolve with resume", evolve_with_resume},
       {"evolve on one process", evolve_on_one_process},
       {"launcher with evolve", launcher_with_evolve},
@@ -116,6 +122,7 @@ const std::vector<TrainRule>& train_rules() {
       {"resume keeps the run", resume_keeps_the_run},
       {"DDP without image weights", ddp_image_weights},
       {"DDP without evolve", ddp_evolve},
+      {"DDP without AutoBatch", ddp_autobatch},
       {"DDP batch split", ddp_batch_split},
       {"augment device needs CUDA", augment_device_needs_cuda},
   };

@@ -21,6 +21,7 @@
 #include "utils/distributed/grad_sync.h"
 #include "utils/distributed/sync_batchnorm.h"
 #include "utils/engine/autoanchor.h"
+#include "utils/engine/autobatch.h"
 #include "utils/engine/ema.h"
 #include "utils/engine/optim.h"
 #include "utils/eval/loss.h"
@@ -203,6 +204,14 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
   s.imgsz = check_img_size(opt.imgsz, s.stride);
 }
 
+// --batch-size -1: AutoBatch picks it (one process only: DDP refuses -1). opt.yaml records the
+// choice, so a resume trains on with it.
+void choose_batch_size(TrainSetup& s) {
+  if (s.opt.batch_size != -1) return;
+  s.opt.batch_size = autobatch(s.model, s.imgsz, s.dev.device.is_cuda(), s.dev.device);
+  s.opt_text = yaml_dump(options_to_yaml(s.opt));
+}
+
 // YOLOv5's optimizer: nominal batch 64, weight decay scaled to it, three parameter groups.
 void build_optimizer(TrainSetup& s) {
   Hyp& hyp = s.hyp;
@@ -266,6 +275,7 @@ void build_loaders(TrainSetup& s) {
   tl.device = s.dev.device;
   tl.float_images = false;  // bytes to the device (a quarter of float32's), converted there
   tl.recipes = s.augment_on_device;
+  tl.quad = opt.quad;
   tl.shuffle = !opt.rect;
   // Image weights re-draw the dataset's indices after each validation; nothing may load then.
   tl.prefetch_next_epoch = !opt.image_weights;
@@ -384,6 +394,7 @@ TrainSetup set_up_training(TrainConfig cfg) {
   prepare_run_dir(s, resume_ckpt);
   if (s.already_finished) return s;
   build_run_model(s, resume_ckpt);
+  choose_batch_size(s);
   build_optimizer(s);
   build_loaders(s);
   check_model_anchors(s);

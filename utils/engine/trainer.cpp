@@ -169,8 +169,10 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
       loss = (*s_.loss)(preds, targets);
       clock_.lap(&timing.loss);
     }
-    // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum.
-    scaler_.scale(world > 1 ? loss.loss * world : loss.loss).backward();
+    // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum,
+    // and by 4 with --quad (a quarter of the images, each four samples' worth).
+    const double gain = (world > 1 ? world : 1) * (s_.opt.quad ? 4.0 : 1.0);
+    scaler_.scale(gain != 1 ? loss.loss * gain : loss.loss).backward();
     clock_.lap(&timing.backward);
     if (stepping) optimizer_step(ni, timing);
     running_loss_.add(loss.items);

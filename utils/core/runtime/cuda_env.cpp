@@ -96,6 +96,33 @@ void cuda_reset_peak_memory(const c10::Device& device) {
 #endif
 }
 
+CudaMemoryInfo cuda_memory_info(const c10::Device& device) {
+  CudaMemoryInfo m;
+#ifdef YOLO_WITH_CUDA
+  if (device.is_cuda() && torch::cuda::is_available()) {
+    const int index = device.has_index() ? device.index() : c10::cuda::current_device();
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, index) == cudaSuccess) {
+      m.name = p.name;
+      m.total_gib = static_cast<double>(p.totalGlobalMem) / (1 << 30);
+    }
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    m.reserved_gib = static_cast<double>(stats.reserved_bytes[aggregate].current) / (1 << 30);
+    m.allocated_gib = static_cast<double>(stats.allocated_bytes[aggregate].current) / (1 << 30);
+  }
+#else
+  (void)device;
+#endif
+  return m;
+}
+
+void cuda_empty_cache() {
+#ifdef YOLO_WITH_CUDA
+  if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
 void cuda_synchronize(const c10::Device& device) {
 #ifdef YOLO_WITH_CUDA
   if (device.is_cuda() && torch::cuda::is_available()) c10::cuda::device_synchronize();

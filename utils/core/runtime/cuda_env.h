@@ -25,6 +25,16 @@ double cuda_memory_reserved_gb(const c10::Device& device);
 double cuda_peak_allocated_gib(const c10::Device& device);
 void cuda_reset_peak_memory(const c10::Device& device);
 
+// What AutoBatch reads of a GPU: its name and total memory, and what the caching allocator holds
+// (reserved) and hands out to tensors (allocated), in GiB. All zero on CPU.
+struct CudaMemoryInfo {
+  std::string name;
+  double total_gib = 0, reserved_gib = 0, allocated_gib = 0;
+};
+CudaMemoryInfo cuda_memory_info(const c10::Device& device);
+// torch.cuda.empty_cache(): returns the caching allocator's unused blocks to the driver.
+void cuda_empty_cache();
+
 // Waits for all work queued on `device` (no-op on CPU).
 void cuda_synchronize(const c10::Device& device);
 
