@@ -335,11 +335,31 @@ TEST_F(TrainTest, EvolveMutatesWithinLimitsAndContinues) {
   EXPECT_TRUE(fs::exists(dir + "/hyp_evolve.yaml"));
   EXPECT_TRUE(fs::exists(dir + "/evolve.png"));
   EXPECT_NO_THROW(yolo::load_hyp(dir + "/hyp_evolve.yaml"));
-  // A third generation in the same dir continues the file.
+  // The anchor count evolves too (YOLOv5's meta: 2.0-10.0, 3 when the hyp file has none).
+  EXPECT_EQ(t.rows[0][t.column("anchors")], 3);
+  // A third generation in the same dir continues the file, also one written without the anchors
+  // gene (an older trainer's): it is rewritten with it.
+  {
+    std::ifstream in(dir + "/evolve.csv");
+    std::ostringstream kept;
+    const size_t drop = t.column("anchors");
+    for (std::string line; std::getline(in, line);) {
+      std::vector<std::string> cells;
+      std::stringstream ss(line);
+      for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+      cells.erase(cells.begin() + static_cast<long>(drop));
+      for (size_t i = 0; i < cells.size(); ++i) kept << (i ? "," : "") << cells[i];
+      kept << "\n";
+    }
+    std::ofstream(dir + "/evolve.csv") << kept.str();
+  }
   o.evolve = 1;
   o.exist_ok = true;
   EXPECT_EQ(yolo::evolve(yolo::resolve(o)), dir);
-  EXPECT_EQ(yolo::read_results_csv(dir + "/evolve.csv").rows.size(), 3u);
+  const auto t3 = yolo::read_results_csv(dir + "/evolve.csv");
+  ASSERT_EQ(t3.rows.size(), 3u);
+  EXPECT_EQ(t3.columns, t.columns);
+  EXPECT_EQ(t3.rows[0][t3.column("anchors")], 3);  // from the hyp's start value
   o.resume = true;
   EXPECT_THROW(yolo::evolve(yolo::resolve(o)), yolo::UsageError);
 }

@@ -37,6 +37,7 @@ const std::vector<EvolveGene>& evolve_genes() {
                                                 {"obj_pw", 1, 0.5, 2.0},
                                                 {"iou_t", 0, 0.1, 0.7},
                                                 {"anchor_t", 1, 2.0, 8.0},
+                                                {"anchors", 2, 2.0, 10.0},
                                                 {"fl_gamma", 0, 0.0, 2.0},
                                                 {"hsv_h", 1, 0.0, 0.1},
                                                 {"hsv_s", 1, 0.0, 0.9},
@@ -61,6 +62,37 @@ double constrain(double v, const EvolveGene& g) {
 }
 
 double row_fitness(const std::vector<double>& r) { return fitness(r[2], r[3]); }
+
+// evolve.csv's rows as results then genes in evolve_genes() order, found by column name: a file
+// written with fewer genes (an older trainer's) gets `start`'s value for the ones it lacks.
+std::vector<std::vector<double>> gene_rows(const ResultsTable& t,
+                                           const std::vector<double>& start) {
+  const size_t nr = val_metric_columns().size();
+  const auto& genes = evolve_genes();
+  std::vector<std::vector<double>> rows;
+  for (const auto& r : t.rows) {
+    std::vector<double> row(r.begin(), r.begin() + static_cast<long>(std::min(nr, r.size())));
+    for (size_t i = 0; i < genes.size(); ++i) {
+      const auto c = std::find(t.columns.begin(), t.columns.end(), genes[i].key);
+      const size_t k = static_cast<size_t>(c - t.columns.begin());
+      row.push_back(c != t.columns.end() && k < r.size() ? r[k] : start[i]);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The hyperparameters of a genome. Without AutoAnchor the anchor count is not evolved (YOLOv5
+// drops it): the model keeps its YAML's anchors.
+Hyp genome_hyp(const Hyp& base, const std::vector<double>& genome, bool evolve_anchors) {
+  Hyp hyp = base;
+  const auto& genes = evolve_genes();
+  for (size_t i = 0; i < genes.size(); ++i) {
+    if (genes[i].key == "anchors" && !evolve_anchors) continue;
+    hyp.set(genes[i].key, genome[i]);
+  }
+  return hyp;
+}
 }  // namespace
 
 std::vector<double> mutate(const std::vector<double>& parent, std::mt19937_64& rng) {
@@ -105,20 +137,39 @@ std::string evolve(const TrainConfig& cfg) {
                  best_yaml = fs::path(dir) / "hyp_evolve.yaml";
   const auto& genes = evolve_genes();
   const Hyp base = load_hyp(opt.hyp);
+  // A hyp file without `anchors` starts from 3 per level, as YOLOv5's evolution.
+  const bool evolve_anchors = !opt.noautoanchor;
+  const size_t anchors_gene = static_cast<size_t>(
+      std::find_if(genes.begin(), genes.end(), [](const auto& g) { return g.key == "anchors"; }) -
+      genes.begin());
   std::vector<double> start;
-  for (const auto& g : genes) start.push_back(constrain(base.at(g.key), g));
+  for (const auto& g : genes) {
+    const bool unset = g.key == "anchors" && !base.has_anchors;
+    start.push_back(constrain(unset ? 3.0 : base.at(g.key), g));
+  }
+  std::vector<std::string> columns = val_metric_columns();
+  for (const auto& gn : genes) columns.push_back(gn.key);
   if (fs::exists(evolve_csv)) {
+    const ResultsTable old = read_results_csv(evolve_csv.string());
+    if (old.columns != columns) {  // another trainer version's genes: rewritten in today's
+      const std::string tmp = evolve_csv.string() + ".tmp";
+      fs::remove(tmp);
+      for (const auto& r : gene_rows(old, start)) append_csv_row(tmp, columns, r);
+      fs::rename(tmp, evolve_csv);
+      log_info(evolve_csv.string() + ": rewritten with this trainer's genes (missing ones from " +
+               opt.hyp + ")");
+    }
     log_info("Continuing evolution from " + evolve_csv.string() + " (" +
              std::to_string(read_results_csv(evolve_csv.string()).rows.size()) + " generations)");
   }
   const Stopwatch clock;
   for (int g = 0; g < opt.evolve; ++g) {
     std::vector<std::vector<double>> rows;
-    if (fs::exists(evolve_csv)) rows = read_results_csv(evolve_csv.string()).rows;
+    if (fs::exists(evolve_csv)) rows = gene_rows(read_results_csv(evolve_csv.string()), start);
     std::mt19937_64 rng(static_cast<uint64_t>(opt.seed) * 1000003ULL + rows.size());
-    const std::vector<double> genome = rows.empty() ? start : mutate(select_parent(rows, rng), rng);
-    Hyp hyp = base;
-    for (size_t i = 0; i < genes.size(); ++i) hyp.set(genes[i].key, genome[i]);
+    std::vector<double> genome = rows.empty() ? start : mutate(select_parent(rows, rng), rng);
+    if (!evolve_anchors) genome[anchors_gene] = 0;  // recorded as 0: the model's own anchors
+    const Hyp hyp = genome_hyp(base, genome, evolve_anchors);
     const std::string hyp_path = (fs::path(dir) / "hyp_generation.yaml").string();
     save_yaml_file(hyp_to_yaml(hyp), hyp_path);
     // Generation i/N with the elapsed time and, after the first, an ETA (the generations'
@@ -129,19 +180,19 @@ std::string evolve(const TrainConfig& cfg) {
                              g, opt.evolve, clock.seconds()));
     const TrainSummary s = train(cfg.evolve_generation(hyp_path, dir));
     // Append: results then genes.
-    std::vector<std::string> columns = val_metric_columns();
-    for (const auto& gn : genes) columns.push_back(gn.key);
     std::vector<double> row(s.last_results.begin(), s.last_results.end());
     row.insert(row.end(), genome.begin(), genome.end());
     append_csv_row(evolve_csv.string(), columns, row);
     // The best generation so far becomes hyp_evolve.yaml.
-    rows = read_results_csv(evolve_csv.string()).rows;
+    rows = gene_rows(read_results_csv(evolve_csv.string()), start);
     const auto best = std::max_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
       return row_fitness(a) < row_fitness(b);
     });
-    Hyp best_hyp = base;
-    for (size_t i = 0; i < genes.size(); ++i)
-      best_hyp.set(genes[i].key, (*best)[val_metric_columns().size() + i]);
+    const Hyp best_hyp =
+        genome_hyp(base,
+                   std::vector<double>(
+                       best->begin() + static_cast<long>(val_metric_columns().size()), best->end()),
+                   evolve_anchors);
     std::ofstream y(best_yaml);
     y << "# YOLOv5 C++ hyperparameter evolution results\n# Best generation: "
       << (best - rows.begin()) << "\n# Last generation: " << rows.size() - 1

@@ -17,7 +17,8 @@ struct EvolveGene {
   double gain, lower, upper;  // mutation scale (0 = fixed) and limits
 };
 
-// YOLOv5 v7.0's meta table (without 'anchors', which this trainer does not evolve).
+// YOLOv5 v7.0's meta table. `anchors` (per output layer, rounded when the model is built) is
+// evolved only with AutoAnchor on, as YOLOv5's; with --noautoanchor it keeps the model's anchors.
 const std::vector<EvolveGene>& evolve_genes();
 
 // One mutation of `parent` (values in evolve_genes() order), clipped to the limits and rounded to
