@@ -332,9 +332,9 @@ BottleneckCSPImpl::BottleneckCSPImpl(int c1, int c2, int n, bool shortcut, int g
   cv2 = register_module("cv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(c1, c_, 1).bias(false)));
   cv3 = register_module("cv3", torch::nn::Conv2d(torch::nn::Conv2dOptions(c_, c_, 1).bias(false)));
   cv4 = register_module("cv4", Conv(2 * c_, c2, 1, 1));
-  bn = register_module(
-      "bn", torch::nn::BatchNorm2d(
-                torch::nn::BatchNorm2dOptions(2 * c_).eps(kBnEps).momentum(kBnMomentum)));
+  bn_ = torch::nn::AnyModule(torch::nn::BatchNorm2d(
+      torch::nn::BatchNorm2dOptions(2 * c_).eps(kBnEps).momentum(kBnMomentum)));
+  register_module("bn", bn_.ptr());
   m = register_module("m", torch::nn::Sequential());
   for (int i = 0; i < n; ++i) m->push_back(Bottleneck(c_, c_, shortcut, g, 1.0));
 }
@@ -343,7 +343,12 @@ torch::Tensor BottleneckCSPImpl::forward(const torch::Tensor& x) {
   const torch::Tensor y1 = cv3->forward(m->forward(cv1->forward(x)));
   const torch::Tensor y2 = cv2->forward(x);
   // Its own SiLU, whatever the model's Conv activation (as YOLOv5 builds it).
-  return cv4->forward(torch::silu(bn->forward(torch::cat({y1, y2}, 1))));
+  return cv4->forward(torch::silu(bn_.forward(torch::cat({y1, y2}, 1))));
+}
+
+void BottleneckCSPImpl::replace_norm(torch::nn::AnyModule norm) {
+  bn_ = std::move(norm);
+  replace_module("bn", bn_.ptr());
 }
 
 TransformerLayerImpl::TransformerLayerImpl(int c, int num_heads) {
@@ -436,6 +441,12 @@ torch::Tensor SPPFImpl::forward(const torch::Tensor& x) {
 void for_each_conv(torch::nn::Module& module, const std::function<void(ConvImpl&)>& fn) {
   for (const auto& child : module.modules(/*include_self=*/true)) {
     if (auto* c = dynamic_cast<ConvImpl*>(child.get())) fn(*c);
+  }
+}
+
+void for_each_norm_holder(torch::nn::Module& module, const std::function<void(NormHolder&)>& fn) {
+  for (const auto& child : module.modules(/*include_self=*/true)) {
+    if (auto* h = dynamic_cast<NormHolder*>(child.get())) fn(*h);
   }
 }
 

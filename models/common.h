@@ -64,7 +64,16 @@ class DefaultActivation {
 };
 
 // Conv2d (no bias) + BatchNorm2d + activation. `p` < 0 means "same" padding (YOLOv5's autopad).
-class ConvImpl : public torch::nn::Module {
+// A block whose normalisation layer SyncBatchNorm may replace (Conv, BottleneckCSP).
+class NormHolder {
+ public:
+  virtual ~NormHolder() = default;
+  // The normalisation layer: a BatchNorm2d, or whatever replace_norm installed (SyncBatchNorm).
+  virtual std::shared_ptr<torch::nn::Module> norm() const = 0;
+  virtual void replace_norm(torch::nn::AnyModule norm) = 0;
+};
+
+class ConvImpl : public torch::nn::Module, public NormHolder {
  public:
   ConvImpl(int c1, int c2, int k = 1, int s = 1, int p = -1, int g = 1, int d = 1, bool act = true);
   // A kernel and stride of (height, width), padded "same" (CrossConv's 1xk and kx1 convolutions).
@@ -77,9 +86,8 @@ class ConvImpl : public torch::nn::Module {
   bool act() const { return activation_.kind != Activation::Kind::kIdentity; }
   const Activation& activation() const { return activation_; }
   int padding() const { return pad_[0]; }  // the height's, on both sides
-  // The normalisation layer: a BatchNorm2d, or whatever replace_norm installed (SyncBatchNorm).
-  std::shared_ptr<torch::nn::Module> norm() const { return bn_.ptr(); }
-  void replace_norm(torch::nn::AnyModule norm);
+  std::shared_ptr<torch::nn::Module> norm() const override { return bn_.ptr(); }
+  void replace_norm(torch::nn::AnyModule norm) override;
 
   torch::nn::Conv2d conv{nullptr};
 
@@ -182,14 +190,19 @@ class CrossConvImpl : public torch::nn::Module {
 TORCH_MODULE(CrossConv);
 
 // CSP bottleneck (Cross Stage Partial Networks): its own BatchNorm and SiLU over the two paths.
-class BottleneckCSPImpl : public torch::nn::Module {
+class BottleneckCSPImpl : public torch::nn::Module, public NormHolder {
  public:
   BottleneckCSPImpl(int c1, int c2, int n = 1, bool shortcut = true, int g = 1, double e = 0.5);
   torch::Tensor forward(const torch::Tensor& x);
+  // Its BatchNorm2d over the concatenated halves ("bn").
+  std::shared_ptr<torch::nn::Module> norm() const override { return bn_.ptr(); }
+  void replace_norm(torch::nn::AnyModule norm) override;
   Conv cv1{nullptr}, cv4{nullptr};
   torch::nn::Conv2d cv2{nullptr}, cv3{nullptr};
-  torch::nn::BatchNorm2d bn{nullptr};
   torch::nn::Sequential m{nullptr};
+
+ private:
+  torch::nn::AnyModule bn_;
 };
 TORCH_MODULE(BottleneckCSP);
 
@@ -227,5 +240,7 @@ torch::Tensor expand(const torch::Tensor& x, int gain);
 
 // Applies `fn` to every Conv block in `module`'s tree.
 void for_each_conv(torch::nn::Module& module, const std::function<void(ConvImpl&)>& fn);
+// Applies `fn` to every block in `module`'s tree that holds a normalisation layer.
+void for_each_norm_holder(torch::nn::Module& module, const std::function<void(NormHolder&)>& fn);
 
 }  // namespace yolo

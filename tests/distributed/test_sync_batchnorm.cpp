@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "models/common.h"
 #include "tests/distributed/mirror_group.h"
 #include "utils/core/runtime/grad_scaler.h"
 #include "utils/distributed/sync_batchnorm.h"
@@ -141,4 +142,24 @@ TEST(SyncBatchNorm, ChannelsLastGradientsKeepTheirLayout) {
   (p.bn->forward(xr) * w).sum().backward();
   EXPECT_TRUE(grad_channels_last) << "the input gradient came back NCHW";
   EXPECT_LT(max_diff(x.grad(), xr.grad()), 1e-5);
+}
+
+// --sync-bn converts every BatchNorm2d of a model, BottleneckCSP's own included, and the model
+// still gives BatchNorm's outputs (a mirror group's statistics are the local ones).
+TEST(SyncBatchNorm, ConversionReachesEveryBlockWithANormLayer) {
+  torch::manual_seed(3);
+  yolo::BottleneckCSP ref(8, 8, 2), csp(8, 8, 2);
+  {
+    torch::NoGradGuard g;
+    auto a = ref->parameters(), b = csp->parameters();
+    for (size_t i = 0; i < a.size(); ++i) b[i].copy_(a[i]);
+  }
+  // cv1, cv4, two Bottlenecks of two Convs each, and the block's own bn.
+  EXPECT_EQ(yolo::convert_sync_batchnorm(*csp, std::make_shared<MirrorGroup>()), 7);
+  for (const auto& m : csp->modules()) {
+    EXPECT_EQ(dynamic_cast<torch::nn::BatchNorm2dImpl*>(m.get()), nullptr) << m->name();
+  }
+  const torch::Tensor x = torch::randn({2, 8, 6, 6});
+  EXPECT_TRUE(torch::allclose(csp->forward(x), ref->forward(x), 1e-4, 1e-5));
+  EXPECT_EQ(csp->named_parameters().keys(), ref->named_parameters().keys());  // same state names
 }

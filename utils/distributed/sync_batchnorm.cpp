@@ -114,10 +114,10 @@ torch::Tensor SyncBatchNormImpl::forward(const torch::Tensor& x) {
 
 int convert_sync_batchnorm(torch::nn::Module& model, const std::shared_ptr<ProcessGroup>& pg) {
   int n = 0;
-  for_each_conv(model, [&](ConvImpl& conv) {
-    auto bn = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(conv.norm());
+  for_each_norm_holder(model, [&](NormHolder& block) {
+    auto bn = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(block.norm());
     if (!bn) return;
-    conv.replace_norm(torch::nn::AnyModule(SyncBatchNorm(*bn, pg)));
+    block.replace_norm(torch::nn::AnyModule(SyncBatchNorm(*bn, pg)));
     ++n;
   });
   return n;

@@ -29,8 +29,8 @@ class SyncBatchNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SyncBatchNorm);
 
-// Replaces every Conv block's BatchNorm2d in `model` with a SyncBatchNorm over `pg`; returns how
-// many were replaced.
+// Replaces every BatchNorm2d of `model`'s blocks (Conv, BottleneckCSP) with a SyncBatchNorm over
+// `pg`; returns how many were replaced.
 int convert_sync_batchnorm(torch::nn::Module& model, const std::shared_ptr<ProcessGroup>& pg);
 
 }  // namespace yolo
