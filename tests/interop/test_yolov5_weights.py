@@ -12,7 +12,9 @@ Then, with no --cfg (the architecture comes from the file):
     and the annotated video at the source's frame rate; the video read as a stream (a file://
     URL, --stream-buffer) gives the same boxes frame by frame; SIGINT ends a stream run with exit
     0 and a readable video; a camera that is not there is a clear error;
-  - our val on best.pt gives YOLOv5's val.py mAP50 and mAP50-95 within 0.002;
+  - our val on best.pt gives YOLOv5's val.py mAP50 and mAP50-95 within 0.002; val --task speed
+    (two weights) gives val.py --task speed's for each; --task study writes its 11 rows and
+    study.png; two --weights for --task val are refused;
   - our train fine-tunes best.pt (its log says "Transferred"): its first epoch's mAP50 is far
     above a from-scratch run's;
   - train --resume last_unstripped.pt is a usage error (exit 2) naming the file and saying it is a
@@ -217,6 +219,64 @@ def compare_video(bin_dir, fx, work):
              f"{p.stdout[-800:]}")
 
 
+def compare_val_tasks(bin_dir, fx, work, data):
+    """val --task speed (two weights) gives val.py --task speed's mAP for each; --task study
+    writes one row per study size (YOLOv5's 10 columns) and study.png; --task val refuses two."""
+    from yolov5 import val as y5val
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        (_, _, ref50, ref5095, *_), *_ = y5val.run(
+            data=os.path.join(fx, "data.yaml"), weights=os.path.join(fx, "best.pt"),
+            batch_size=BATCH, imgsz=IMGSZ, conf_thres=0.25, iou_thres=0.45, task="speed",
+            device="cpu", workers=0, plots=False, project=work, name="ref_speed", exist_ok=True)
+    weights = [os.path.join(fx, "best.pt"), os.path.join(fx, "names_list.pt")]
+    text = run([os.path.join(bin_dir, "val"), "--task", "speed", "--weights", *weights, "--data",
+                data, "--imgsz", str(IMGSZ), "--batch-size", str(BATCH), "--project", work,
+                "--name", "speed"], os.path.join(work, "speed.log"))
+    alls = [(float(m.group(1)), float(m.group(2))) for m in re.finditer(
+        r"^\s+all\s+\d+\s+\d+\s+[-+\d.e]+\s+[-+\d.e]+\s+([-+\d.e]+)\s+([-+\d.e]+)\s*$",
+        text, re.M)]
+    if len(alls) != 2 or text.count("Speed: ") != 2:
+        fail(f"val --task speed with two weights: {len(alls)} results tables, expected 2")
+    for (m50, m5095), w in zip(alls, weights):
+        print(f"val --task speed --weights {os.path.basename(w)}: mAP50 {m50}, mAP50-95 {m5095};"
+              f" val.py --task speed {ref50:.5f}, {ref5095:.5f}")
+        if abs(m50 - ref50) > MAP_TOL or abs(m5095 - ref5095) > MAP_TOL:
+            fail(f"val --task speed: mAP50 {m50}, mAP50-95 {m5095}; val.py's {ref50:.5f}, "
+                 f"{ref5095:.5f} (tolerance {MAP_TOL})")
+
+    # A study on 4 images (11 sizes up to 1536 px).
+    tiny = os.path.join(work, "study_data")
+    for sub in ("images", "labels"):
+        os.makedirs(os.path.join(tiny, sub, "val"), exist_ok=True)
+    val_dir = os.path.join(fx, "shapes", "images", "val")
+    for f in sorted(os.listdir(val_dir))[:4]:
+        shutil.copy(os.path.join(val_dir, f), os.path.join(tiny, "images", "val"))
+        label = os.path.join(fx, "shapes", "labels", "val", os.path.splitext(f)[0] + ".txt")
+        if os.path.exists(label):
+            shutil.copy(label, os.path.join(tiny, "labels", "val"))
+    tiny_yaml = os.path.join(work, "tiny.yaml")
+    with open(tiny_yaml, "w") as f:
+        f.write(f"path: {tiny}\ntrain: images/val\nval: images/val\n"
+                "names: [circle, rectangle, triangle]\n")
+    run([os.path.join(bin_dir, "val"), "--task", "study", "--weights", weights[0], "--data",
+         tiny_yaml, "--batch-size", "4", "--project", work, "--name", "study"],
+        os.path.join(work, "study.log"))
+    study = os.path.join(work, "study", "study_tiny_best.txt")
+    rows = [l.split() for l in open(study)] if os.path.exists(study) else []
+    if len(rows) != 11 or any(len(r) != 10 for r in rows) or \
+            not os.path.exists(os.path.join(work, "study", "study.png")):
+        fail(f"val --task study: {study} has {len(rows)} rows (expected 11 of 10 values) or no "
+             "study.png beside it")
+    if not all(float(r[8]) > 0 for r in rows):
+        fail(f"val --task study: an inference time is not positive in {study}")
+    print(f"val --task study: {study} with 11 rows (256-1536 px) and study.png")
+    p = subprocess.run([os.path.join(bin_dir, "val"), "--weights", *weights, "--data", data],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    if p.returncode != 2 or "--weights: one file for --task val" not in p.stdout:
+        fail(f"val with two --weights: exit {p.returncode}, expected 2 naming --weights: "
+             f"{p.stdout[-500:]}")
+
+
 def y5_detect(fx, work, name, source, **options):
     """YOLOv5's detect.py on the fixture's best.pt; returns its run folder."""
     from yolov5 import detect as y5detect
@@ -320,6 +380,8 @@ def main():
     if abs(m50 - ref["mAP50"]) > MAP_TOL or abs(m5095 - ref["mAP50-95"]) > MAP_TOL:
         fail(f"our val: mAP50 {m50}, mAP50-95 {m5095}; YOLOv5's val.py {ref['mAP50']:.5f}, "
              f"{ref['mAP50-95']:.5f} (tolerance {MAP_TOL})")
+
+    compare_val_tasks(bin_dir, fx, work, data)
 
     common = ["--data", data, "--imgsz", str(IMGSZ), "--batch-size", str(BATCH), "--noplots",
               "--device", "cpu", "--seed", "0", "--project", work]

@@ -626,4 +626,59 @@ void plot_evolve(const std::string& csv_path, const std::string& png_path) {
   write_image(png_path, img);
 }
 
+void plot_val_study(const std::vector<std::string>& files, const std::vector<int>& x,
+                    const std::string& png_path) {
+  struct Line {
+    std::string label;
+    std::vector<double> ms, ap;
+  };
+  std::vector<Line> lines;
+  std::vector<double> all_ms, all_ap;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) throw std::runtime_error(f + ": cannot read the study results");
+    Line l;
+    l.label = fs::path(f).stem().string();
+    std::vector<std::pair<double, double>> rows;  // (mAP50-95, inference ms)
+    for (std::string row; std::getline(in, row);) {
+      std::istringstream ss(row);
+      std::vector<double> v;
+      for (double d; ss >> d;) v.push_back(d);
+      if (v.size() < 10) throw std::runtime_error(f + ": a study row needs 10 values: " + row);
+      rows.emplace_back(v[3], v[8]);
+    }
+    if (rows.size() != x.size()) {
+      throw std::runtime_error(f + ": " + std::to_string(rows.size()) + " rows for " +
+                               std::to_string(x.size()) + " image sizes");
+    }
+    const size_t best = static_cast<size_t>(std::max_element(rows.begin(), rows.end()) -
+                                            rows.begin());  // by mAP50-95 first
+    for (size_t i = 0; i <= best; ++i) {
+      l.ms.push_back(rows[i].second);
+      l.ap.push_back(rows[i].first * 100);
+    }
+    all_ms.insert(all_ms.end(), l.ms.begin(), l.ms.end());
+    all_ap.insert(all_ap.end(), l.ap.begin(), l.ap.end());
+    lines.push_back(std::move(l));
+  }
+  const double dpi = 300, font = cap_px(10, dpi), legend_font = cap_px(8, dpi);
+  cv::Mat img(1200, 2400, CV_8UC3, kWhite);
+  const auto [x0, x1] = plotting::auto_range(all_ms);
+  const auto [y0, y1] = plotting::auto_range(all_ap);
+  const int left = 190, top = 60, bottom = 160, right = 60;
+  Axes ax(cv::Rect(left, top, img.cols - left - right, img.rows - top - bottom), x0, x1, y0, y1);
+  ax.draw(img, "", "Inference (ms/img)", "AP val (mAP50-95 x 100)", font, true, true);
+  std::vector<LegendEntry> legend;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    ax.plot(img, lines[i].ms, lines[i].ap, plotting::tab10(static_cast<int>(i)), 5);
+    ax.scatter(img, lines[i].ms, lines[i].ap, plotting::tab10(static_cast<int>(i)), 10);
+    legend.push_back({lines[i].label, plotting::tab10(static_cast<int>(i)), 5});
+  }
+  const cv::Size ls = plotting::legend_size(legend, legend_font);
+  plotting::draw_legend(
+      img, cv::Point(img.cols - right - ls.width - 30, img.rows - bottom - ls.height - 30), legend,
+      legend_font);
+  write_image(png_path, img);
+}
+
 }  // namespace yolo

@@ -77,4 +77,10 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
 // hyperparameters), each generation's value against its fitness, the best one marked.
 void plot_evolve(const std::string& csv_path, const std::string& png_path);
 
+// YOLOv5's plot_val_study: for each study_*.txt (val --task study; rows per image size `x`, columns
+// P, R, mAP50, mAP50-95, 3 losses, pre-process, inference and NMS ms), COCO-style AP (mAP50-95 x
+// 100) against inference ms per image, up to the size with the best mAP, one line per file.
+void plot_val_study(const std::vector<std::string>& files, const std::vector<int>& x,
+                    const std::string& png_path);
+
 }  // namespace yolo

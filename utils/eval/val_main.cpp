@@ -1,0 +1,280 @@
+#include "utils/eval/val_main.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "data/dataset.h"
+#include "data/dataset_config.h"
+#include "utils/core/cli.h"
+#include "utils/core/errors.h"
+#include "utils/core/format.h"
+#include "utils/core/fs_atomic.h"
+#include "utils/core/log.h"
+#include "utils/core/paths.h"
+#include "utils/core/runtime/cuda_env.h"
+#include "utils/core/runtime/device.h"
+#include "utils/eval/inference_model.h"
+#include "utils/eval/validator.h"
+#include "utils/viz/plots.h"
+
+namespace fs = std::filesystem;
+
+namespace yolo {
+
+namespace {
+
+const std::vector<cli::Flag<ValArgs>>& flags() {
+  using A = ValArgs;
+  using cli::at_least;
+  using cli::Bind;
+  using cli::in_range;
+  static const std::vector<cli::Flag<A>> table = {
+      Bind("weights", &A::weights, "model weights path(s); several for --task speed|study")
+          .metavar("PATH"),
+      Bind("data", &A::data, "dataset YAML (default: the one the weights were trained on)")
+          .metavar("PATH"),
+      Bind("cfg", &A::cfg, "model YAML (default: from the checkpoint)").metavar("PATH"),
+      Bind("imgsz", &A::imgsz, "inference size in pixels").alias("--img").alias("--img-size"),
+      Bind("batch-size", &A::batch_size, "batch size")
+          .alias("--batch")
+          .check(at_least(1, "must be >= 1")),
+      Bind("conf-thres", &A::conf_thres, "confidence threshold").check(in_range(0, 1)),
+      Bind("iou-thres", &A::iou_thres, "NMS IoU threshold").check(in_range(0, 1)),
+      Bind("max-det", &A::max_det, "maximum detections per image")
+          .check(at_least(1, "must be >= 1")),
+      Bind("task", &A::task, "val, test, speed or study")
+          .metavar("val|test|speed|study")
+          .check([](const std::string& t) {
+            return t == "val" || t == "test" || t == "speed" || t == "study"
+                       ? std::string()
+                       : std::string("must be val, test, speed or study");
+          }),
+      Bind("device", &A::device, "cuda device, i.e. 0 or cpu"),
+      Bind("workers", &A::workers, "max dataloader workers").check(at_least(0)),
+      Bind("single-cls", &A::single_cls, "treat as single-class dataset"),
+      Bind("save-txt", &A::save_txt, "save results to *.txt"),
+      Bind("save-conf", &A::save_conf, "save confidences in --save-txt labels"),
+      Bind("save-json", &A::save_json, "save a COCO-JSON results file"),
+      Bind("project", &A::project, "save to project/name").metavar("DIR"),
+      Bind("name", &A::name, "save to project/name"),
+      Bind("exist-ok", &A::exist_ok, "existing project/name ok, do not increment"),
+      Bind("verbose", &A::verbose, "report mAP by class"),
+      Bind("noplots", &A::noplots, "save no plot files"),
+      Bind("augment", &A::augment, "augmented inference (flips and scales; .pt weights)"),
+      Bind("half", &A::half, "use FP16 half-precision inference (CUDA)"),
+  };
+  return table;
+}
+
+// One validation's result and what its report needs.
+struct ValOutcome {
+  ValResult res;
+  std::vector<std::string> names;
+  std::string data_yaml;
+  int batch = 0, shape_h = 0, shape_w = 0;
+};
+
+// The validation val.py's run() does for one set of weights at one image size, reported as it
+// reports it (the results table and the speed line).
+ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag,
+                    const std::string& save_dir, bool plots) {
+  const int batch = a.batch_size;
+  std::string data = a.data;
+  if (!data.empty()) data = resolve_config(data, ConfigKind::kData, "--data");
+  const DeviceSelection dev = select_device(a.device, batch);
+  InferenceOptions io;
+  io.cfg = a.cfg;
+  io.data = data;
+  io.device = dev.device;
+  io.fuse = true;  // as YOLOv5's val.py (DetectMultiBackend fuses)
+  io.augment = a.augment;
+  InferenceModel model(weights, io);
+  ValOutcome out;
+  out.data_yaml = data.empty() ? model.checkpoint_data() : data;
+  if (out.data_yaml.empty()) throw UsageError("--data: required for " + weights);
+  const bool single_cls = a.single_cls || model.single_cls();
+  const int gs = model.stride();
+  int imgsz = check_img_size(imgsz_flag, gs);
+  // A file fixed to one input size: every image is resized to --imgsz (at most that size) and
+  // letterboxed into it, YOLOv5's square protocol when the export's size is --imgsz.
+  const bool fixed = model.fixed_height() > 0;
+  out.shape_h = fixed ? static_cast<int>(model.fixed_height()) : imgsz;
+  out.shape_w = fixed ? static_cast<int>(model.fixed_width()) : imgsz;
+  if (fixed && imgsz > std::min(out.shape_h, out.shape_w)) {
+    log_info(weights + " takes " + std::to_string(out.shape_h) + "x" + std::to_string(out.shape_w) +
+             " images: validating at --imgsz " +
+             std::to_string(std::min(out.shape_h, out.shape_w)));
+    imgsz = std::min(out.shape_h, out.shape_w);
+  }
+  const DatasetConfig dc =
+      load_dataset_config(resolve_config(out.data_yaml, ConfigKind::kData, "--data"));
+  if (!model.pytorch() && !single_cls && dc.nc != model.nc()) {
+    throw UsageError("--data: " + dc.yaml_path + " names " + std::to_string(dc.nc) +
+                     " classes but " + weights + " detects " + std::to_string(model.nc()) +
+                     "; pass the data it was trained on");
+  }
+  ensure_dataset(dc);
+  // speed and study validate the val split, as val.py's run() does for tasks other than test.
+  const std::string split = a.task == "test" ? "test" : "val";
+  if (dc.split(split).empty()) {
+    throw UsageError("--task " + a.task + ": " + dc.yaml_path + " has no '" + split + "' split");
+  }
+
+  DatasetOptions o;
+  o.imgsz = imgsz;
+  o.batch_size = batch;
+  // --task speed benchmarks square inference (val.py: rect off, pad 0).
+  const bool square = a.task == "speed";
+  o.rect = !fixed && !square;
+  if (fixed) o.letterbox_shape = cv::Size(out.shape_w, out.shape_h);
+  o.pad = square ? 0.0 : 0.5;
+  o.stride = gs;
+  o.single_cls = single_cls;
+  o.nc = model.nc();
+  o.hyp = AugmentHyp::none();
+  auto ds = std::make_shared<YoloDataset>(dc.split(split), o);
+  LoaderOptions lo;
+  lo.batch_size = batch;
+  lo.workers = a.workers;
+  lo.shuffle = false;
+  lo.float_images = false;               // bytes travel; images_to_device converts them there
+  lo.pin_memory = dev.device.is_cuda();  // so that the copies do not wait for the device
+  lo.prefetch_next_epoch = false;        // one pass: nothing to load ahead for
+  lo.device = dev.device;                // the workers' current GPU, for their pinned memory
+  DataLoader loader(ds, lo);
+
+  ValConfig cfg;
+  cfg.conf_thres = a.conf_thres;
+  cfg.iou_thres = a.iou_thres;
+  cfg.max_det = a.max_det;
+  // As val.py: float32 unless asked; speed and study use float16 on a GPU.
+  cfg.half = a.half || (dev.device.is_cuda() && (a.task == "speed" || a.task == "study"));
+  cfg.names = model.names();
+  cfg.save_txt = a.save_txt;
+  cfg.save_conf = a.save_conf;
+  cfg.save_json = a.save_json;
+  cfg.json_name = fs::path(weights).stem().string() + "_predictions.json";
+  cfg.coco91 = is_coco_dataset(dc);
+  cfg.verbose = a.verbose;
+  cfg.save_dir = save_dir;
+  cfg.plots = plots;
+  DetectionModel* m = model.pytorch();
+  if (m && !a.augment) {
+    out.res = run_validation(*m, loader, cfg, nullptr, dev.device);
+  } else {
+    const ValModel exported{[&model](const at::Tensor& im) {
+                              ModelOutput mo;
+                              mo.pred = model.predict(im);
+                              return mo;
+                            },
+                            model.nc()};
+    out.res = run_validation(exported, loader, cfg, nullptr, dev.device);
+  }
+  out.names = model.names();
+  out.batch = batch;
+  log_info(
+      format_val_table(out.res, out.names, cfg.verbose || out.names.size() < 50, !cfg.progress));
+  char speed[256];
+  std::snprintf(speed, sizeof(speed),
+                "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape "
+                "(%d, 3, %d, %d)",
+                out.res.ms_pre, out.res.ms_inf, out.res.ms_nms, batch, out.shape_h, out.shape_w);
+  log_info(speed);
+  if (cfg.save_json) {
+    evaluate_coco_json((fs::path(save_dir) / cfg.json_name).string(), dc, ds->image_files(),
+                       out.res);
+  }
+  return out;
+}
+
+// --task study: each weights at each study size, one text file per weights, then study.png.
+void run_study(const ValArgs& a, const std::string& save_dir) {
+  std::vector<std::string> files;
+  for (const std::string& w : a.weights) {
+    std::string data_stem;
+    std::string text;
+    for (int imgsz : study_sizes()) {
+      log_info("\nRunning study of " + w + " --imgsz " + std::to_string(imgsz) + "...");
+      const ValOutcome v = validate(a, w, imgsz, save_dir, false);
+      data_stem = fs::path(v.data_yaml).stem().string();
+      const ValResult& r = v.res;
+      text += study_row({r.mp, r.mr, r.map50, r.map, r.loss[0], r.loss[1], r.loss[2], r.ms_pre,
+                         r.ms_inf, r.ms_nms}) +
+              "\n";
+    }
+    const fs::path f =
+        fs::path(save_dir) / ("study_" + data_stem + "_" + fs::path(w).stem().string() + ".txt");
+    write_file_atomic(f.string(), text);
+    files.push_back(f.string());
+    log_info("Saved " + f.string());
+  }
+  if (!a.noplots) {
+    const std::string png = (fs::path(save_dir) / "study.png").string();
+    plot_val_study(files, study_sizes(), png);
+    log_info("Saved " + png);
+  }
+}
+
+int run(const ValArgs& a) {
+  if (a.weights.empty()) throw UsageError("--weights: required");
+  const bool single = a.task == "val" || a.task == "test";
+  if (single && a.weights.size() > 1) {
+    throw UsageError("--weights: one file for --task " + a.task +
+                     " (several are for --task speed or study; model ensembles are not "
+                     "supported)");
+  }
+  if (single && a.conf_thres > 0.001) {
+    log_warn("confidence threshold " + format_number("%g", a.conf_thres) +
+             " > 0.001 produces invalid results");
+  }
+  const std::string save_dir =
+      increment_path((fs::path(a.project) / a.name).string(), a.exist_ok, true);
+  if (single) {
+    validate(a, a.weights[0], a.imgsz, save_dir, !a.noplots);
+  } else if (a.task == "speed") {
+    // val.py's speed benchmark: detection thresholds, no JSON, no plots.
+    ValArgs s = a;
+    s.conf_thres = 0.25, s.iou_thres = 0.45, s.save_json = false;
+    for (const std::string& w : a.weights) validate(s, w, a.imgsz, save_dir, false);
+  } else {
+    run_study(a, save_dir);
+  }
+  log_info("Results saved to " + save_dir);
+  return 0;
+}
+
+}  // namespace
+
+std::string study_row(const std::vector<double>& values) {
+  std::string line;
+  for (double v : values) line += (line.empty() ? "" : " ") + format_number("%10.4g", v);
+  return line;
+}
+
+std::vector<int> study_sizes() {
+  std::vector<int> x;
+  for (int s = 256; s <= 1536; s += 128) x.push_back(s);
+  return x;
+}
+
+int val_main(int argc, char** argv) {
+  const cli::Parsed<ValArgs> p = cli::parse(flags(), argc, argv, "val");
+  if (p.help) {
+    std::cout << cli::help_text(cli::specs_of(flags()),
+                                "Validate YOLOv5 weights on a dataset (YOLOv5 v7.0 val.py flags)",
+                                "val", version_help());
+    return 0;
+  }
+  if (p.version) {
+    std::cout << version_report();
+    return 0;
+  }
+  const std::string bad = cli::first_bad_value(flags(), p.values);
+  if (!bad.empty()) throw UsageError(bad);
+  return run(p.values);
+}
+
+}  // namespace yolo

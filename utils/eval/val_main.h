@@ -1,0 +1,35 @@
+#pragma once
+// val's entry (YOLOv5 v7.0 val.py): --task val|test validates one set of weights on a split;
+// --task speed validates each --weights at YOLOv5's detection thresholds without plots; --task
+// study validates each at image sizes 256-1536 and writes study_<data>_<weights>.txt and
+// study.png (mAP50-95 against inference time).
+#include <string>
+#include <vector>
+
+namespace yolo {
+
+// val.py's flags and defaults.
+struct ValArgs {
+  std::vector<std::string> weights;
+  std::string data, cfg;
+  int imgsz = 640;
+  int batch_size = 32;
+  double conf_thres = 0.001, iou_thres = 0.6;
+  int max_det = 300;
+  std::string task = "val";
+  std::string device;
+  int workers = 8;
+  bool single_cls = false, save_txt = false, save_conf = false, save_json = false;
+  std::string project = "runs/val", name = "exp";
+  bool exist_ok = false, verbose = false, noplots = false, half = false, augment = false;
+};
+
+// One study row as YOLOv5 writes it: P, R, mAP50, mAP50-95, the three val losses (0 without a
+// training loss), then pre-process, inference and NMS milliseconds per image, each "%10.4g".
+std::string study_row(const std::vector<double>& values);
+// The image sizes a study runs: 256, 384, ..., 1536.
+std::vector<int> study_sizes();
+
+int val_main(int argc, char** argv);
+
+}  // namespace yolo
