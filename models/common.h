@@ -85,7 +85,8 @@ class ConvImpl : public torch::nn::Module, public NormHolder {
   bool fused() const { return fused_; }
   bool act() const { return activation_.kind != Activation::Kind::kIdentity; }
   const Activation& activation() const { return activation_; }
-  int padding() const { return pad_[0]; }  // the height's, on both sides
+  int padding() const { return pad_[0]; }    // the height's, on both sides
+  int padding_w() const { return pad_[1]; }  // the width's
   std::shared_ptr<torch::nn::Module> norm() const override { return bn_.ptr(); }
   void replace_norm(torch::nn::AnyModule norm) override;
 
@@ -182,6 +183,7 @@ class CrossConvImpl : public torch::nn::Module {
   CrossConvImpl(int c1, int c2, int k = 3, int s = 1, int g = 1, double e = 1.0,
                 bool shortcut = false);
   torch::Tensor forward(const torch::Tensor& x);
+  bool shortcut() const { return add_; }  // adds the input to cv2's output
   Conv cv1{nullptr}, cv2{nullptr};
 
  private:

@@ -4,7 +4,10 @@
 2. YOLOv5 .pt files (stripped, float16, as YOLOv5 saves them) of small variants that use every
    module of models/common.py we build, a LeakyReLU model and a model with `anchors: 4`: our
    loader and forward give YOLOv5's decoded output (within 1e-4 relative), fused and unfused,
-   and with test-time augmentation YOLOv5's forward(x, augment=True) (non-square images too).
+   and with test-time augmentation YOLOv5's forward(x, augment=True) (non-square images too);
+3. export writes each of them (every module but C3TR, Contract and Expand, which it refuses by
+   name; every activation) as TorchScript and ONNX files that give YOLOv5's output in
+   torch.jit.load and onnxruntime.
 Usage: test_yolov5_models.py BIN_DIR OUT_DIR"""
 import copy
 import glob
@@ -102,8 +105,20 @@ def small(cfg, **changes):
     return d
 
 
+# What export writes: every module above but C3TR, Contract and Expand.
+EXPORTABLE = copy.deepcopy(ALL_MODULES)
+EXPORTABLE["backbone"] = EXPORTABLE["backbone"][:10]
+EXPORTABLE["head"][2] = [-1, 1, "C3", [128]]
+EXPORTABLE["head"][4] = [[4, 13, 9], 1, "Detect", ["nc", "anchors"]]
+NOT_EXPORTABLE = {"all_modules": "Contract", "yolov5s-transformer": "C3TR's transformer block"}
+ACTIVATIONS = ["nn.ReLU()", "nn.ReLU6()", "nn.Hardswish()", "nn.Sigmoid()", "nn.Tanh()",
+               "nn.GELU()", "nn.Mish()", "nn.ELU(alpha=0.5)"]
+
+
 cases = {
     "all_modules": ALL_MODULES,
+    "exportable_modules": EXPORTABLE,
+    "yolov3-tiny": small(os.path.join(HUB, "yolov3-tiny.yaml")),
     "yolov5n6": small(os.path.join(ROOT, "configs", "models", "yolov5n6.yaml")),
     "yolov5s-ghost": small(os.path.join(HUB, "yolov5s-ghost.yaml")),
     "yolov5s-transformer": small(os.path.join(HUB, "yolov5s-transformer.yaml")),
@@ -112,6 +127,40 @@ cases = {
     "yolov5-p7": small(os.path.join(HUB, "yolov5-p7.yaml")),
     "anchors4": small(os.path.join(ROOT, "configs", "models", "yolov5n.yaml"), anchors=4),
 }
+for act in ACTIVATIONS:  # every activation a model YAML may name, exported
+    cases["act_" + act[3:act.index("(")]] = small(
+        os.path.join(ROOT, "configs", "models", "yolov5n.yaml"), activation=act)
+def check_export(name, weights, want):
+    """export's TorchScript (torch.jit.load) and ONNX (onnxruntime) files give YOLOv5's output, or
+    export refuses the model naming the module it cannot write."""
+    p = subprocess.run([os.path.join(BIN, "export"), "--weights", weights, "--include",
+                        "torchscript", "onnx", "--imgsz", "128", "--dynamic"],
+                       capture_output=True, text=True)
+    stem = os.path.splitext(weights)[0]
+    if name in NOT_EXPORTABLE:
+        if p.returncode == 0 or NOT_EXPORTABLE[name] not in p.stderr:
+            fail(f"export {name}: exit {p.returncode}, expected a refusal naming "
+                 f"{NOT_EXPORTABLE[name]}: {p.stderr[-500:]}")
+        if os.path.exists(stem + ".onnx") or os.path.exists(stem + ".torchscript"):
+            fail(f"export {name}: refused, yet left a file behind")
+        print(f"{name}: export refuses it ({NOT_EXPORTABLE[name]})")
+        return
+    if p.returncode:
+        fail(f"export {name}: exit {p.returncode}: {p.stderr[-1500:]}")
+    import onnxruntime
+    sess = onnxruntime.InferenceSession(stem + ".onnx", providers=["CPUExecutionProvider"])
+    got_onnx = torch.from_numpy(sess.run(None, {"images": x.numpy()})[0])
+    with torch.no_grad():
+        got_ts = torch.jit.load(stem + ".torchscript")(x)
+    for who, got in (("onnxruntime", got_onnx), ("torch.jit.load", got_ts)):
+        if got.shape != want.shape:
+            fail(f"export {name}: {who} output {tuple(got.shape)}, YOLOv5's {tuple(want.shape)}")
+        err = ((got - want).abs() / (want.abs() + 1)).max().item()
+        if err > 1e-4:
+            fail(f"export {name}: {who}'s output differs from YOLOv5's by {err:.2e}")
+    print(f"{name}: exported TorchScript and ONNX give YOLOv5's output")
+
+
 torch.manual_seed(0)
 x = torch.rand(2, 3, 128, 128)
 torch.save({"x": x}, os.path.join(OUT, "x.pt"))
@@ -153,6 +202,7 @@ for name, d in cases.items():
         err = ((got - want).abs() / (want.abs() + 1)).max().item()
         if err > 1e-4:
             fail(f"{name}{' fused' if fused else ''}: output differs from YOLOv5's by {err:.2e}")
+    check_export(name, weights, want)
     if want_tta is None:
         print(f"{name}: YOLOv5's float16 .pt, output {tuple(want.shape)} as YOLOv5's, fused and "
               f"not (largest relative difference {err:.1e}); YOLOv5's augmented forward cannot "

@@ -61,29 +61,114 @@ class Lowering {
     return add(op);
   }
 
+  static ExportAct act_of(const Activation& a, const std::string& prefix) {
+    using K = Activation::Kind;
+    switch (a.kind) {
+      case K::kIdentity:
+        return ExportAct::kNone;
+      case K::kSiLU:
+        return ExportAct::kSiLU;
+      case K::kReLU:
+        return ExportAct::kReLU;
+      case K::kLeakyReLU:
+        return ExportAct::kLeakyReLU;
+      case K::kReLU6:
+        return ExportAct::kReLU6;
+      case K::kHardswish:
+        return ExportAct::kHardswish;
+      case K::kSigmoid:
+        return ExportAct::kSigmoid;
+      case K::kTanh:
+        return ExportAct::kTanh;
+      case K::kGELU:
+        return ExportAct::kGELU;
+      case K::kMish:
+        return ExportAct::kMish;
+      case K::kELU:
+        return ExportAct::kELU;
+    }
+    throw std::runtime_error(prefix + ": activation " + a.text() + " cannot be exported");
+  }
+
   int conv(const ConvImpl& c, int x, const std::string& prefix) {
     if (!c.fused()) throw std::runtime_error(prefix + ": the model must be fused before export");
-    const auto& o = c.conv->options;
+    const int y = conv2d(*c.conv, c.conv->weight, c.conv->bias, x, prefix + ".conv", c.padding(),
+                         c.padding_w());
+    g_.ops.back().act = c.act() ? act_of(c.activation(), prefix) : ExportAct::kNone;
+    g_.ops.back().alpha = c.activation().alpha;
+    return y;
+  }
+
+  // A convolution of weight and bias with conv's geometry.
+  int conv2d(const torch::nn::Conv2dImpl& conv, const torch::Tensor& weight,
+             const torch::Tensor& bias, int x, const std::string& name, int64_t pad_h,
+             int64_t pad_w) {
+    const auto& o = conv.options;
     ExportOp op;
     op.kind = ExportOp::Kind::kConv;
     op.inputs = {x};
-    op.name = prefix + ".conv";
-    op.weight = array(c.conv->weight);
-    op.bias = array(c.conv->bias);
-    op.kernel = (*o.kernel_size())[0];
-    op.stride = (*o.stride())[0];
+    op.name = name;
+    op.weight = array(weight);
+    op.bias = array(bias);
+    op.kernel = (*o.kernel_size())[0], op.kernel_w = (*o.kernel_size())[1];
+    op.stride = (*o.stride())[0], op.stride_w = (*o.stride())[1];
+    op.pad = pad_h, op.pad_w = pad_w;
     op.dilation = (*o.dilation())[0];
     op.groups = o.groups();
-    op.pad = c.padding();
-    op.silu = c.act();
-    if (op.silu && c.activation().kind != Activation::Kind::kSiLU) {
-      throw std::runtime_error(prefix + ": activation " + c.activation().text() +
-                               " cannot be exported yet (SiLU models can)");
-    }
-    if ((*o.kernel_size())[1] != op.kernel || (*o.stride())[1] != op.stride) {
-      throw std::runtime_error(prefix + ": only square kernels and strides export");
+    if ((*o.dilation())[1] != op.dilation) {
+      throw std::runtime_error(name + ": only equal dilations export");
     }
     return add(op);
+  }
+
+  int activation(ExportAct act, int x) {
+    ExportOp op;
+    op.kind = ExportOp::Kind::kAct;
+    op.inputs = {x};
+    op.act = act;
+    return add(op);
+  }
+
+  int add_values(int a, int b) {
+    ExportOp op;
+    op.kind = ExportOp::Kind::kAdd;
+    op.inputs = {a, b};
+    return add(op);
+  }
+
+  int max_pool(const torch::nn::MaxPool2dOptions& po, int x, const std::string& prefix) {
+    if (po.ceil_mode() || (*po.dilation())[0] != 1 || (*po.dilation())[1] != 1) {
+      throw std::runtime_error(prefix + ": only MaxPool2d without ceil_mode or dilation exports");
+    }
+    ExportOp op;
+    op.kind = ExportOp::Kind::kMaxPool;
+    op.inputs = {x};
+    op.kernel = (*po.kernel_size())[0], op.kernel_w = (*po.kernel_size())[1];
+    op.stride = (*po.stride())[0], op.stride_w = (*po.stride())[1];
+    op.pad = (*po.padding())[0], op.pad_w = (*po.padding())[1];
+    return add(op);
+  }
+
+  // BottleneckCSP: its BatchNorm over cat(cv3, cv2) is folded into those two bias-free
+  // convolutions (a per-channel affine of each one's output), then its own SiLU.
+  int bottleneck_csp(BottleneckCSPImpl& b, int x, const std::string& prefix) {
+    auto bn = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(b.norm());
+    if (!bn) throw std::runtime_error(prefix + ".bn: only BatchNorm2d exports");
+    torch::NoGradGuard no_grad;
+    const torch::Tensor scale = bn->weight / torch::sqrt(bn->running_var + bn->options.eps());
+    const torch::Tensor shift = bn->bias - bn->running_mean * scale;
+    const int64_t c_ = b.cv3->options.out_channels();
+    const auto folded = [&](const torch::nn::Conv2dImpl& c, int64_t from, int v,
+                            const std::string& name) {
+      const torch::Tensor s = scale.slice(0, from, from + c_);
+      return conv2d(c, c.weight * s.view({-1, 1, 1, 1}), shift.slice(0, from, from + c_), v, name,
+                    0, 0);
+    };
+    const int y1 =
+        folded(*b.cv3, 0, module(b.m.ptr(), conv(*b.cv1, x, prefix + ".cv1"), prefix + ".m"),
+               prefix + ".cv3");
+    const int y2 = folded(*b.cv2, c_, x, prefix + ".cv2");
+    return conv(*b.cv4, activation(ExportAct::kSiLU, concat({y1, y2})), prefix + ".cv4");
   }
 
   // One module of the tree on the value x; returns the value it produces.
@@ -91,14 +176,11 @@ class Lowering {
     if (auto c = std::dynamic_pointer_cast<ConvImpl>(m)) return conv(*c, x, prefix);
     if (auto b = std::dynamic_pointer_cast<BottleneckImpl>(m)) {
       const int y = conv(*b->cv2, conv(*b->cv1, x, prefix + ".cv1"), prefix + ".cv2");
-      if (!b->shortcut()) return y;
-      ExportOp op;
-      op.kind = ExportOp::Kind::kAdd;
-      op.inputs = {x, y};
-      return add(op);
+      return b->shortcut() ? add_values(x, y) : y;
     }
-    if (auto c3 = std::dynamic_pointer_cast<C3Impl>(m)) {
-      const int a = module(c3->m.ptr(), conv(*c3->cv1, x, prefix + ".cv1"), prefix + ".m");
+    if (auto c3 = std::dynamic_pointer_cast<C3Impl>(m)) {  // also C3x, C3SPP, C3Ghost
+      const auto inner = c3->m_other ? c3->m_other : c3->m.ptr();  // C3SPP's SPP, C3TR's block
+      const int a = module(inner, conv(*c3->cv1, x, prefix + ".cv1"), prefix + ".m");
       const int b = conv(*c3->cv2, x, prefix + ".cv2");
       return conv(*c3->cv3, concat({a, b}), prefix + ".cv3");
     }
@@ -109,20 +191,52 @@ class Lowering {
       }
       return y;
     }
+    if (std::dynamic_pointer_cast<torch::nn::IdentityImpl>(m)) return x;
     if (auto sppf = std::dynamic_pointer_cast<SPPFImpl>(m)) {
-      const auto& po = sppf->m->options;
-      ExportOp pool;
-      pool.kind = ExportOp::Kind::kMaxPool;
-      pool.kernel = (*po.kernel_size())[0];
-      pool.stride = (*po.stride())[0];
-      pool.pad = (*po.padding())[0];
       const int a = conv(*sppf->cv1, x, prefix + ".cv1");
       std::vector<int> cat = {a};
-      for (int k = 0; k < 3; ++k) {
-        pool.inputs = {cat.back()};
-        cat.push_back(add(pool));
-      }
+      for (int k = 0; k < 3; ++k) cat.push_back(max_pool(sppf->m->options, cat.back(), prefix));
       return conv(*sppf->cv2, concat(cat), prefix + ".cv2");
+    }
+    if (auto spp = std::dynamic_pointer_cast<SPPImpl>(m)) {
+      const int a = conv(*spp->cv1, x, prefix + ".cv1");
+      std::vector<int> cat = {a};
+      for (const auto& pool : *spp->m) {
+        cat.push_back(max_pool(pool->as<torch::nn::MaxPool2d>()->options, a, prefix + ".m"));
+      }
+      return conv(*spp->cv2, concat(cat), prefix + ".cv2");
+    }
+    if (auto f = std::dynamic_pointer_cast<FocusImpl>(m)) {
+      ExportOp op;
+      op.kind = ExportOp::Kind::kSpaceToDepth;
+      op.inputs = {x};
+      return conv(*f->conv, add(op), prefix + ".conv");
+    }
+    if (auto gc = std::dynamic_pointer_cast<GhostConvImpl>(m)) {
+      const int y = conv(*gc->cv1, x, prefix + ".cv1");
+      return concat({y, conv(*gc->cv2, y, prefix + ".cv2")});
+    }
+    if (auto gb = std::dynamic_pointer_cast<GhostBottleneckImpl>(m)) {
+      const int y = module(gb->conv.ptr(), x, prefix + ".conv");
+      return add_values(module(gb->shortcut.ptr(), x, prefix + ".shortcut"), y);
+    }
+    if (auto cc = std::dynamic_pointer_cast<CrossConvImpl>(m)) {
+      const int y = conv(*cc->cv2, conv(*cc->cv1, x, prefix + ".cv1"), prefix + ".cv2");
+      return cc->shortcut() ? add_values(x, y) : y;
+    }
+    if (auto csp = std::dynamic_pointer_cast<BottleneckCSPImpl>(m)) {
+      return bottleneck_csp(*csp, x, prefix);
+    }
+    if (auto mp = std::dynamic_pointer_cast<torch::nn::MaxPool2dImpl>(m)) {
+      return max_pool(mp->options, x, prefix);
+    }
+    if (auto zp = std::dynamic_pointer_cast<torch::nn::ZeroPad2dImpl>(m)) {
+      ExportOp op;
+      op.kind = ExportOp::Kind::kPad;
+      op.inputs = {x};
+      const auto& p = *zp->options.padding();
+      op.pads.assign(p.begin(), p.end());
+      return add(op);
     }
     if (auto u = std::dynamic_pointer_cast<torch::nn::UpsampleImpl>(m)) {
       const auto& f = u->options.scale_factor();
@@ -135,7 +249,11 @@ class Lowering {
       op.scale = (*f)[0];
       return add(op);
     }
-    throw std::runtime_error(prefix + ": module " + m->name() + " cannot be exported");
+    std::string what = m->name();
+    if (std::dynamic_pointer_cast<TransformerBlockImpl>(m)) what = "C3TR's transformer block";
+    throw std::runtime_error(prefix + ": " + what +
+                             " cannot be exported yet (everything of YOLOv5's models/common.py "
+                             "but C3TR, Contract and Expand can)");
   }
 
   void head(DetectImpl& d, const std::vector<int>& in) {

@@ -18,15 +18,36 @@ struct ExportArray {
   std::vector<float> values;
 };
 
+// The activations a Conv block may end with (YOLOv5's Conv.default_act choices).
+enum class ExportAct {
+  kNone,
+  kSiLU,
+  kReLU,
+  kLeakyReLU,
+  kReLU6,
+  kHardswish,
+  kSigmoid,
+  kTanh,
+  kGELU,
+  kMish,
+  kELU
+};
+
 struct ExportOp {
-  enum class Kind { kConv, kAdd, kConcat, kMaxPool, kUpsample };
+  // kAct: an activation alone; kSpaceToDepth: Focus's four pixel phases side by side
+  // (x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2]); kPad: zeros.
+  enum class Kind { kConv, kAdd, kConcat, kMaxPool, kUpsample, kAct, kSpaceToDepth, kPad };
   Kind kind = Kind::kConv;
   std::vector<int> inputs;   // value ids
   std::string name;          // kConv: the parameters' prefix, e.g. "model.2.m.0.cv1.conv"
   ExportArray weight, bias;  // kConv: BatchNorm folded in
-  int64_t kernel = 1, stride = 1, pad = 0, dilation = 1, groups = 1;  // kConv, kMaxPool
-  bool silu = false;   // kConv: x * sigmoid(x) after it
-  double scale = 2.0;  // kUpsample: nearest, both dimensions
+  // kConv, kMaxPool: height then width.
+  int64_t kernel = 1, stride = 1, pad = 0, dilation = 1, groups = 1;
+  int64_t kernel_w = 1, stride_w = 1, pad_w = 0;
+  ExportAct act = ExportAct::kNone;  // kConv: after it; kAct: the activation
+  double alpha = 0;                  // kLeakyReLU: the negative slope; kELU: alpha
+  double scale = 2.0;                // kUpsample: nearest, both dimensions
+  std::vector<int64_t> pads;         // kPad: left, right, top, bottom
 };
 
 struct ExportHead {
@@ -46,7 +67,8 @@ struct ExportGraph {
 };
 
 // Lowers `model` (fused, as DetectionModelImpl::fuse leaves it). Throws std::runtime_error naming
-// a layer this exporter cannot write, or an unfused convolution.
+// a layer this exporter cannot write (C3TR's transformer, Contract, Expand), or an unfused
+// convolution.
 ExportGraph lower_model(DetectionModelImpl& model);
 
 }  // namespace yolo

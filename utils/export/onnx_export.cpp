@@ -1,8 +1,11 @@
 #include "utils/export/onnx_export.h"
 
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
+#include <utility>
 
 #ifdef YOLO_WITH_ONNX
 #include <onnx/checker.h>
@@ -172,15 +175,66 @@ class GraphWriter {
 
   std::string conv(const std::string& x, const std::string& w, const std::string& b, int64_t k,
                    int64_t s, int64_t p, int64_t d, int64_t groups) {
+    return conv(x, w, b, {k, k}, {s, s}, {p, p}, d, groups);
+  }
+  // Kernel, strides and pads as (height, width).
+  std::string conv(const std::string& x, const std::string& w, const std::string& b,
+                   std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
+                   int64_t d, int64_t groups) {
     std::string out;
     onnx::NodeProto* n = node("Conv", {x, w, b}, &out);
-    ints(n, "kernel_shape", {k, k});
-    ints(n, "strides", {s, s});
-    ints(n, "pads", {p, p, p, p});
+    ints(n, "kernel_shape", {k[0], k[1]});
+    ints(n, "strides", {s[0], s[1]});
+    ints(n, "pads", {p[0], p[1], p[0], p[1]});
     ints(n, "dilations", {d, d});
     integer(n, "group", groups);
     return out;
   }
+  static void real(onnx::NodeProto* n, const char* name, float v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  // The activation of `x` in opset-12 operators.
+  std::string activation(ExportAct act, double alpha, const std::string& x) {
+    std::string out;
+    switch (act) {
+      case ExportAct::kNone:
+        return x;
+      case ExportAct::kSiLU:
+        return op("Mul", {x, op("Sigmoid", {x})});
+      case ExportAct::kReLU:
+        return op("Relu", {x});
+      case ExportAct::kLeakyReLU:
+        real(node("LeakyRelu", {x}, &out), "alpha", static_cast<float>(alpha));
+        return out;
+      case ExportAct::kReLU6:
+        return op("Clip", {x, scalar_of_type(0), scalar_of_type(6)});
+      case ExportAct::kHardswish: {  // x * relu6(x + 3) / 6 = x * HardSigmoid(1/6, 0.5)
+        onnx::NodeProto* n = node("HardSigmoid", {x}, &out);
+        real(n, "alpha", 1.0f / 6);
+        real(n, "beta", 0.5f);
+        return op("Mul", {x, out});
+      }
+      case ExportAct::kSigmoid:
+        return op("Sigmoid", {x});
+      case ExportAct::kTanh:
+        return op("Tanh", {x});
+      case ExportAct::kGELU:  // the exact form: x / 2 (1 + erf(x / sqrt 2))
+        return op("Mul",
+                  {op("Mul", {x, scalar(0.5f)}),
+                   op("Add", {op("Erf", {op("Mul", {x, scalar(0.70710678f)})}), scalar(1.0f)})});
+      case ExportAct::kMish:
+        return op("Mul", {x, op("Tanh", {op("Softplus", {x})})});
+      case ExportAct::kELU:
+        real(node("Elu", {x}, &out), "alpha", static_cast<float>(alpha));
+        return out;
+    }
+    return x;
+  }
+  // A scalar of the graph's float type (Clip's bounds must match its input's type).
+  std::string scalar_of_type(float v) { return weight(fresh("const"), {{}, {v}}); }
   std::string concat(const std::vector<std::string>& in, int64_t axis) {
     std::string out;
     integer(node("Concat", in, &out), "axis", axis);
@@ -341,11 +395,30 @@ void write_ops(GraphWriter& w, const ExportGraph& g, std::vector<std::string>& v
   for (const ExportOp& op : g.ops) {
     switch (op.kind) {
       case ExportOp::Kind::kConv: {
-        std::string y = w.conv(v[op.inputs[0]], w.weight(op.name + ".weight", op.weight),
-                               w.weight(op.name + ".bias", op.bias), op.kernel, op.stride, op.pad,
-                               op.dilation, op.groups);
-        if (op.silu) y = w.op("Mul", {y, w.op("Sigmoid", {y})});
-        v.push_back(y);
+        const std::string y =
+            w.conv(v[op.inputs[0]], w.weight(op.name + ".weight", op.weight),
+                   w.weight(op.name + ".bias", op.bias), {op.kernel, op.kernel_w},
+                   {op.stride, op.stride_w}, {op.pad, op.pad_w}, op.dilation, op.groups);
+        v.push_back(w.activation(op.act, op.alpha, y));
+        break;
+      }
+      case ExportOp::Kind::kAct:
+        v.push_back(w.activation(op.act, op.alpha, v[op.inputs[0]]));
+        break;
+      case ExportOp::Kind::kSpaceToDepth: {  // Focus: Slice with steps (opset 10+)
+        const std::string& x = v[op.inputs[0]];
+        const int64_t end = std::numeric_limits<int64_t>::max();
+        std::vector<std::string> phases;
+        for (const auto& [y0, x0] : {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {0, 1}, {1, 1}}) {
+          phases.push_back(w.op("Slice", {x, w.int64s({y0, x0}), w.int64s({end, end}),
+                                          w.int64s({2, 3}), w.int64s({2, 2})}));
+        }
+        v.push_back(w.concat(phases, 1));
+        break;
+      }
+      case ExportOp::Kind::kPad: {  // (left, right, top, bottom) -> ONNX's begins then ends
+        const auto& p = op.pads;
+        v.push_back(w.op("Pad", {v[op.inputs[0]], w.int64s({0, 0, p[2], p[0], 0, 0, p[3], p[1]})}));
         break;
       }
       case ExportOp::Kind::kAdd:
@@ -360,9 +433,9 @@ void write_ops(GraphWriter& w, const ExportGraph& g, std::vector<std::string>& v
       case ExportOp::Kind::kMaxPool: {
         std::string y;
         onnx::NodeProto* n = w.node("MaxPool", {v[op.inputs[0]]}, &y);
-        GraphWriter::ints(n, "kernel_shape", {op.kernel, op.kernel});
-        GraphWriter::ints(n, "strides", {op.stride, op.stride});
-        GraphWriter::ints(n, "pads", {op.pad, op.pad, op.pad, op.pad});
+        GraphWriter::ints(n, "kernel_shape", {op.kernel, op.kernel_w});
+        GraphWriter::ints(n, "strides", {op.stride, op.stride_w});
+        GraphWriter::ints(n, "pads", {op.pad, op.pad_w, op.pad, op.pad_w});
         v.push_back(y);
         break;
       }

@@ -47,6 +47,35 @@ def _decode(self, y, na: int, no: int, stride: float, anchor_grid):
     return torch.cat([xy, wh, s[..., 4:]], 4).view([bs, na * ny * nx, no])
 )";
 
+// The activation as a TorchScript expression of `x` (LibTorch's builtins: no Python modules).
+std::string activation(ExportAct a, double alpha, const std::string& x) {
+  switch (a) {
+    case ExportAct::kNone:
+      return x;
+    case ExportAct::kSiLU:
+      return "torch.silu(" + x + ")";
+    case ExportAct::kReLU:
+      return "torch.relu(" + x + ")";
+    case ExportAct::kLeakyReLU:
+      return "torch.leaky_relu(" + x + ", " + number(alpha) + ")";
+    case ExportAct::kReLU6:
+      return "torch.hardtanh(" + x + ", 0.0, 6.0)";
+    case ExportAct::kHardswish:
+      return "torch.hardswish(" + x + ")";
+    case ExportAct::kSigmoid:
+      return "torch.sigmoid(" + x + ")";
+    case ExportAct::kTanh:
+      return "torch.tanh(" + x + ")";
+    case ExportAct::kGELU:
+      return "torch.gelu(" + x + ")";
+    case ExportAct::kMish:
+      return "torch.mish(" + x + ")";
+    case ExportAct::kELU:
+      return "torch.elu(" + x + ", " + number(alpha) + ")";
+  }
+  return x;
+}
+
 }  // namespace
 
 std::string torchscript_source(const ExportGraph& g) {
@@ -60,10 +89,25 @@ std::string torchscript_source(const ExportGraph& g) {
     switch (op.kind) {
       case ExportOp::Kind::kConv:
         src << "torch.conv2d(" << v(op.inputs[0]) << ", self." << ident(op.name + ".weight")
-            << ", self." << ident(op.name + ".bias") << ", " << ints({op.stride, op.stride}) << ", "
-            << ints({op.pad, op.pad}) << ", " << ints({op.dilation, op.dilation}) << ", "
+            << ", self." << ident(op.name + ".bias") << ", " << ints({op.stride, op.stride_w})
+            << ", " << ints({op.pad, op.pad_w}) << ", " << ints({op.dilation, op.dilation}) << ", "
             << op.groups << ")\n";
-        if (op.silu) src << "    " << out << " = torch.silu(" << out << ")\n";
+        if (op.act != ExportAct::kNone) {
+          src << "    " << out << " = " << activation(op.act, op.alpha, out) << "\n";
+        }
+        break;
+      case ExportOp::Kind::kAct:
+        src << activation(op.act, op.alpha, v(op.inputs[0])) << "\n";
+        break;
+      case ExportOp::Kind::kSpaceToDepth: {
+        const std::string x = v(op.inputs[0]);
+        src << "torch.cat([" << x << "[..., ::2, ::2], " << x << "[..., 1::2, ::2], " << x
+            << "[..., ::2, 1::2], " << x << "[..., 1::2, 1::2]], 1)\n";
+        break;
+      }
+      case ExportOp::Kind::kPad:
+        src << "torch.constant_pad_nd(" << v(op.inputs[0]) << ", "
+            << ints({op.pads[0], op.pads[1], op.pads[2], op.pads[3]}) << ", 0.0)\n";
         break;
       case ExportOp::Kind::kAdd:
         src << v(op.inputs[0]) << " + " << v(op.inputs[1]) << "\n";
@@ -75,8 +119,8 @@ std::string torchscript_source(const ExportGraph& g) {
         break;
       }
       case ExportOp::Kind::kMaxPool:
-        src << "torch.max_pool2d(" << v(op.inputs[0]) << ", " << ints({op.kernel, op.kernel})
-            << ", " << ints({op.stride, op.stride}) << ", " << ints({op.pad, op.pad})
+        src << "torch.max_pool2d(" << v(op.inputs[0]) << ", " << ints({op.kernel, op.kernel_w})
+            << ", " << ints({op.stride, op.stride_w}) << ", " << ints({op.pad, op.pad_w})
             << ", [1, 1], False)\n";
         break;
       case ExportOp::Kind::kUpsample:
