@@ -5,14 +5,19 @@
    module of models/common.py we build, a LeakyReLU model and a model with `anchors: 4`: our
    loader and forward give YOLOv5's decoded output (within 1e-4 relative), fused and unfused,
    and with test-time augmentation YOLOv5's forward(x, augment=True) (non-square images too);
-3. export writes each of them (every module but C3TR, Contract and Expand, which it refuses by
+3. our val on the yolov5n6 and yolov5s-ghost .pt files gives YOLOv5's val.py mAP50 and
+   mAP50-95 within 0.002 (labels: the model's own detect.py boxes on generated images);
+4. export writes each of them (every module but C3TR, Contract and Expand, which it refuses by
    name; every activation) as TorchScript and ONNX files that give YOLOv5's output in
    torch.jit.load and onnxruntime.
 Usage: test_yolov5_models.py BIN_DIR OUT_DIR"""
+import contextlib
 import copy
 import glob
 import logging
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -180,6 +185,7 @@ for name, d in cases.items():
                 m.bias.uniform_(-0.2, 0.2)
     model = model.half().float()  # the values the float16 file holds
     model.names = ["a", "b", "c"]
+    model.nc = 3  # as YOLOv5's train.py sets it (its val.py reads it)
     model.eval()
     with torch.no_grad():
         want = model(x)[0]
@@ -219,4 +225,62 @@ for name, d in cases.items():
     print(f"{name}: YOLOv5's float16 .pt, output {tuple(want.shape)} as YOLOv5's, fused and not "
           f"(largest relative difference {err:.1e}); augmented {tuple(want_tta.shape)} as "
           f"YOLOv5's ({err_tta:.1e})")
+
+
+def val_against_yolov5(name, imgsz=128):
+    """Our val on a YOLOv5 .pt gives val.py's mAP50 and mAP50-95 within 0.002. The labels are the
+    model's own detect.py boxes (its 20 most confident) on generated images of several sizes, so
+    that its random-weight predictions score well above zero."""
+    import numpy as np
+    from yolov5 import detect as y5detect, val as y5val
+    root = os.path.join(OUT, "val_" + name)
+    images = os.path.join(root, "images", "val")
+    os.makedirs(images, exist_ok=True)
+    rng = np.random.default_rng(0)
+    import cv2
+    for i in range(12):
+        h, w = [(192, 256), (256, 192), (160, 160)][i % 3]
+        im = np.full((h, w, 3), 114, np.uint8)
+        for _ in range(4):
+            x0, y0 = int(rng.integers(0, w - 40)), int(rng.integers(0, h - 40))
+            im[y0:y0 + int(rng.integers(20, 40)), x0:x0 + int(rng.integers(20, 40))] = \
+                rng.integers(0, 255, 3)
+        cv2.imwrite(os.path.join(images, f"im{i}.jpg"), im)
+    weights = os.path.join(OUT, name + ".pt")
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        y5detect.run(weights=weights, source=images, imgsz=(imgsz, imgsz), conf_thres=1e-4,
+                     max_det=20, device="cpu", save_txt=True, nosave=True, project=root,
+                     name="pseudo", exist_ok=True)
+    labels = os.path.join(root, "labels", "val")
+    shutil.rmtree(labels, ignore_errors=True)
+    shutil.copytree(os.path.join(root, "pseudo", "labels"), labels)
+    data = os.path.join(root, "data.yaml")
+    with open(data, "w") as f:
+        f.write(f"path: {root}\ntrain: images/val\nval: images/val\nnames: [a, b, c]\n")
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        (_, _, ref50, ref5095, *_), *_ = y5val.run(
+            data=data, weights=weights, batch_size=4, imgsz=imgsz, conf_thres=0.001,
+            iou_thres=0.6, device="cpu", workers=0, plots=False, project=root, name="ref",
+            exist_ok=True)
+    for f in glob.glob(os.path.join(root, "labels", "*.cache")):
+        os.remove(f)  # ours writes its own
+    p = subprocess.run([os.path.join(BIN, "val"), "--weights", weights, "--data", data,
+                        "--imgsz", str(imgsz), "--batch-size", "4", "--noplots", "--project",
+                        root, "--name", "ours"], capture_output=True, text=True)
+    m = re.search(r"^\s+all\s+\d+\s+\d+\s+\S+\s+\S+\s+(\S+)\s+(\S+)\s*$",
+                  p.stdout + p.stderr, re.M)
+    if p.returncode or not m:
+        fail(f"val on {name}.pt: exit {p.returncode}, no 'all' row: {(p.stdout + p.stderr)[-800:]}")
+    m50, m5095 = float(m.group(1)), float(m.group(2))
+    if ref50 < 0.1:
+        fail(f"val on {name}.pt: val.py's mAP50 is {ref50:.3f}; the comparison needs more")
+    if abs(m50 - ref50) > 0.002 or abs(m5095 - ref5095) > 0.002:
+        fail(f"val on {name}.pt: mAP50 {m50}, mAP50-95 {m5095}; val.py's {ref50:.4f}, "
+             f"{ref5095:.4f} (tolerance 0.002)")
+    print(f"{name}: our val gives val.py's mAP50 {ref50:.4f} and mAP50-95 {ref5095:.4f} "
+          f"(ours {m50}, {m5095}) on 12 images of 3 sizes")
+
+
+val_against_yolov5("yolov5n6")
+val_against_yolov5("yolov5s-ghost")
 print("PASS")
