@@ -46,7 +46,7 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
           .check(at_least(1, "must be >= 1")),
       Bind("half", &C::half, "use FP16 half-precision inference (CUDA, .pt weights)"),
       Bind("project", &C::project, "save results to project/name").metavar("DIR"),
-      Bind("name", &C::name, "save results to project/name"),
+      Bind("name", &C::name, "save results to project/name").check(yolo::cli::run_name),
       Bind("exist-ok", &C::exist_ok, "existing project/name ok, do not increment"),
       Bind("line-thickness", &C::line_thickness, "bounding box thickness (pixels)")
           .check(at_least(1, "must be >= 1")),

@@ -137,6 +137,17 @@ for app in val detect; do
   check 2 "--device" -- "$BIN/$app" --weights "$weights" --device 7 "${src[@]}"
 done
 check 2 "--source" -- "$BIN/detect" --weights "$weights" --source "$tmp/no_such_dir" --imgsz 64
+# A folder or a FIFO where a file belongs is called that, not "not found".
+mkfifo "$tmp/fifo.yaml"
+check 2 "--weights: '$mixed/images' is a folder" -- "$BIN/val" --weights "$mixed/images" --data "$mixed/data.yaml"
+check 2 "--hyp: '$tmp/fifo.yaml' is not a regular file" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --hyp "$tmp/fifo.yaml"
+check 2 "--data: must not be empty" -- "$T" --data '' "${TINY[@]}"
+# --name stays inside --project.
+check 2 "--name: must be one folder name inside --project" -- "$BIN/detect" --weights "$weights" --source "$mixed/images/val" --project "$tmp/det" --name ../../escaped
+check 2 "--name: must be one folder name inside --project" -- "$BIN/val" --weights "$weights" --project "$tmp/val" --name ..
+[ ! -e "$tmp/escaped" ] || { echo "FAIL: detect --name ../../escaped wrote outside --project"; fails=$((fails + 1)); }
+# Freezing every layer leaves nothing to train: said before training, naming the flag.
+check 2 "--freeze 99 freezes every layer" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --freeze 99
 # detect on a folder holding an undecodable image: an error naming it (YOLOv5: "Image Not Found").
 mkdir -p "$tmp/src"
 cp "$mixed/images/val/"*.png "$tmp/src/"

@@ -119,6 +119,14 @@ std::function<std::string(const int&)> at_least(int min, const char* what) {
   };
 }
 
+std::string run_name(const std::string& v) {
+  if (!v.empty() && v.find('/') == std::string::npos && v != "." && v != "..") return "";
+  return "must be one folder name inside --project (not empty, no '/', not '.' or '..'), got '" +
+         v + "'";
+}
+
+std::string not_empty(const std::string& v) { return v.empty() ? "must not be empty" : ""; }
+
 std::function<std::string(const double&)> in_range(double lo, double hi) {
   return [lo, hi](const double& v) -> std::string {
     if (v >= lo && v <= hi) return "";

@@ -163,6 +163,9 @@ std::function<std::string(const int&)> at_least(int min, const char* what = null
 std::function<std::string(const double&)> in_range(double lo, double hi);  // [lo, hi]
 // Empty means unset (the default); anything else must be one of `choices`.
 std::function<std::string(const std::string&)> empty_or_one_of(std::vector<std::string> choices);
+// --name: one folder inside --project (not empty, no '/', not "." or "..").
+std::string run_name(const std::string& v);
+std::string not_empty(const std::string& v);
 
 // Where each flag given on a command line is, in order, with its value words.
 struct Scan {

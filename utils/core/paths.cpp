@@ -52,10 +52,22 @@ const char* kind_folder(ConfigKind kind) {
 }
 }  // namespace
 
+std::string file_problem(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_regular_file(st)) return "";
+  if (fs::is_directory(st)) return "is a folder, not a file";
+  if (fs::exists(st)) return "is not a regular file (a device, FIFO or socket)";
+  return "not found";
+}
+
 std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag) {
   if (value.empty()) return value;
   std::error_code ec;
   if (fs::is_regular_file(value, ec)) return value;
+  if (const std::string why = file_problem(value); why != "not found") {
+    throw UsageError(flag + ": '" + value + "' " + why);
+  }
   const fs::path p(value);
   std::vector<fs::path> tried{p};
   if (!p.has_parent_path()) {

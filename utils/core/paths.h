@@ -16,6 +16,10 @@ std::string project_root();
 // An empty value stays empty. Throws UsageError naming `flag` when nothing matches.
 std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag);
 
+// What keeps `path` from being read as a file: "" for a regular file (or a link to one), else "is
+// a folder, not a file", "is not a regular file (a device, FIFO or socket)" or "not found".
+std::string file_problem(const std::string& path);
+
 // `program` (a sibling of the running binary, e.g. "val") as a user would type it from the current
 // folder: relative when the binary is below it (build/bin/val), else absolute.
 std::string sibling_program(const std::string& program);

@@ -95,12 +95,12 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
   if (!restart) validate(c);
   const Options& o = c.opt_;
   if (o.resume || o.weights.empty()) return c;
-  std::error_code ec;
-  if (!fs::is_regular_file(o.weights, ec)) {
-    throw UsageError("--weights: file '" + o.weights +
-                     "' not found; this trainer does not download weights (pass a local YOLOv5 .pt "
-                     "such as yolov5s.pt, or one this trainer wrote, or --weights '' to start "
-                     "from scratch)");
+  if (const std::string why = file_problem(o.weights); !why.empty()) {
+    throw UsageError("--weights: '" + o.weights + "' " + why +
+                     (why == "not found" ? "; this trainer does not download weights (pass a local "
+                                           "YOLOv5 .pt such as yolov5s.pt, or one this trainer "
+                                           "wrote, or --weights '' to start from scratch)"
+                                         : ""));
   }
   // Without --cfg a YOLOv5 checkpoint gives the architecture; other weights name their model YAML.
   auto file = std::make_shared<WeightsFile>(read_weights_file(o.weights));

@@ -36,10 +36,6 @@ std::string check_optimizer(const std::string& v) {
   return "unknown optimizer '" + v + "'; choose SGD, Adam or AdamW";
 }
 std::string check_project(const std::string& v) { return v.empty() ? "must not be empty" : ""; }
-std::string check_name(const std::string& v) {
-  if (!v.empty() && v.find('/') == std::string::npos) return "";
-  return "must be a non-empty folder name without '/'";
-}
 std::string check_label_smoothing(const double& v) {
   return v >= 0.0 && v < 1.0 ? "" : "must be in [0, 1)";
 }
@@ -107,7 +103,8 @@ const std::vector<Flag>& flags() {
           .metavar("PATH"),
       Bind("cfg", &O::cfg, "cfg", "model YAML path or bare name (configs/models)").metavar("PATH"),
       Bind("data", &O::data, "data", "dataset YAML path or bare name (configs/data)")
-          .metavar("PATH"),
+          .metavar("PATH")
+          .check(cli::not_empty),
       Bind("hyp", &O::hyp, "hyp", "hyperparameters YAML path or bare name (hyp/)")
           .metavar("PATH")
           .yaml_with(nullptr, read_hyp),
@@ -151,7 +148,7 @@ const std::vector<Flag>& flags() {
       Bind("project", &O::project, "project", "save to project/name")
           .metavar("DIR")
           .check(check_project),
-      Bind("name", &O::name, "name", "save to project/name").check(check_name),
+      Bind("name", &O::name, "name", "save to project/name").check(cli::run_name),
       Bind("exist-ok", &O::exist_ok, "exist_ok", "existing project/name ok, do not increment"),
       Bind("quad", &O::quad, "quad", "quad dataloader"),
       Bind("cos-lr", &O::cos_lr, "cos_lr", "cosine LR scheduler"),

@@ -149,6 +149,7 @@ void freeze_layers(DetectionModel& model, const std::vector<int>& freeze) {
   } else if (!freeze.empty()) {
     for (int i = 0; i < freeze[0]; ++i) layers.push_back(i);
   }
+  int64_t trainable = 0;
   for (auto& kv : model->named_parameters()) {
     for (int l : layers) {
       if (kv.key().rfind("model." + std::to_string(l) + ".", 0) == 0) {
@@ -156,6 +157,14 @@ void freeze_layers(DetectionModel& model, const std::vector<int>& freeze) {
         break;
       }
     }
+    trainable += kv.value().requires_grad();
+  }
+  if (trainable == 0) {  // YOLOv5 would fail in its first backward pass
+    std::string given;
+    for (int f : freeze) given += " " + std::to_string(f);
+    throw UsageError("--freeze" + given + " freezes every layer of the model (it has " +
+                     std::to_string(model->spec().layers.size()) +
+                     "), so nothing would train; freeze fewer (--freeze 10: the backbone)");
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
+#include "utils/core/paths.h"
 #include "utils/eval/model_loader.h"
 #include "utils/eval/onnx_info.h"
 
@@ -77,9 +78,8 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
     load_pytorch(weights, o);
     return;
   }
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(weights, ec)) {
-    throw UsageError("--weights: file '" + weights + "' not found");
+  if (const std::string why = file_problem(weights); !why.empty()) {
+    throw UsageError("--weights: '" + weights + "' " + why);
   }
   if (o.augment) {
     throw UsageError(std::string("--augment: test-time augmentation runs .pt weights; ") + weights +

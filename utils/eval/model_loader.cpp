@@ -59,9 +59,8 @@ LoadedModel load_yolov5_for_inference(const std::string& weights, const Yolov5Ch
 LoadedModel load_model_for_inference(const std::string& weights, const std::string& cfg,
                                      const std::string& data) {
   if (weights.empty()) throw UsageError("--weights: required (a best.pt/last.pt or weights file)");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(weights, ec)) {
-    throw UsageError("--weights: file '" + weights + "' not found");
+  if (const std::string why = file_problem(weights); !why.empty()) {
+    throw UsageError("--weights: '" + weights + "' " + why);
   }
   LoadedModel out;
   WeightsFile wf = read_weights_file(weights);

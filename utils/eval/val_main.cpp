@@ -59,7 +59,7 @@ const std::vector<cli::Flag<ValArgs>>& flags() {
       Bind("save-conf", &A::save_conf, "save confidences in --save-txt labels"),
       Bind("save-json", &A::save_json, "save a COCO-JSON results file"),
       Bind("project", &A::project, "save to project/name").metavar("DIR"),
-      Bind("name", &A::name, "save to project/name"),
+      Bind("name", &A::name, "save to project/name").check(cli::run_name),
       Bind("exist-ok", &A::exist_ok, "existing project/name ok, do not increment"),
       Bind("verbose", &A::verbose, "report mAP by class"),
       Bind("noplots", &A::noplots, "save no plot files"),
