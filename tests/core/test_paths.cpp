@@ -8,6 +8,7 @@
 
 #include "utils/core/errors.h"
 #include "utils/core/paths.h"
+#include "utils/core/yaml_io.h"
 
 namespace fs = std::filesystem;
 using yolo::ConfigKind;
@@ -82,5 +83,22 @@ TEST(Paths, ConcurrentRunsNeverShareARunDir) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(std::set<std::string>(got.begin(), got.end()).size(), 8u);
+  fs::remove_all(d);
+}
+
+// A key given twice in a YAML mapping: the last value wins (PyYAML's rule, which YOLOv5 follows
+// for data and hyp files alike), nested mappings too, and values keep their line numbers.
+TEST(YamlFiles, RepeatedKeysKeepTheLastValue) {
+  const fs::path d = fresh_dir("yaml_dup");
+  std::ofstream(d / "a.yaml") << "lr0: 0.01\nnames:\n  0: cat\n  0: dog\nlrf: 0.1\nlr0: 0.02\n";
+  const YAML::Node n = yolo::load_yaml_file((d / "a.yaml").string());
+  EXPECT_EQ(n["lr0"].as<double>(), 0.02);
+  EXPECT_EQ(n["lrf"].as<double>(), 0.1);
+  EXPECT_EQ(n["names"]["0"].as<std::string>(), "dog");
+  EXPECT_EQ(n["names"].size(), 1u);
+  EXPECT_EQ(n["lr0"].Mark().line, 5);  // 0-based: the last one's line
+  std::size_t keys = 0;
+  for (const auto& kv : n) keys += kv.first.IsScalar();
+  EXPECT_EQ(keys, 3u);
   fs::remove_all(d);
 }

@@ -2,12 +2,56 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "utils/core/fs_atomic.h"
+#include "utils/core/log.h"
 
 namespace yolo {
+
+namespace {
+// YOLOv5's rule for a key given twice in one mapping (PyYAML's): the last value wins. Said with a
+// warning naming both lines; nested mappings too.
+YAML::Node last_value_wins(const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) return node;
+  std::map<std::string, int> last;  // key -> its last position
+  std::vector<std::pair<YAML::Node, YAML::Node>> items;
+  for (const auto& kv : node) items.emplace_back(kv.first, kv.second);
+  bool repeated = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].first.IsScalar()) continue;
+    const std::string key = items[i].first.Scalar();
+    const auto it = last.find(key);
+    if (it != last.end()) {
+      repeated = true;
+      log_warn(path + ":" + std::to_string(items[i].first.Mark().line + 1) + ": '" + key +
+               "' is given again (first on line " +
+               std::to_string(items[it->second].first.Mark().line + 1) +
+               "); the last value is used, as YOLOv5 does");
+    }
+    last[key] = static_cast<int>(i);
+  }
+  bool nested = false;
+  for (const auto& kv : items) nested = nested || kv.second.IsMap();
+  if (!repeated && !nested) return node;
+  YAML::Node out(YAML::NodeType::Map);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const bool scalar = items[i].first.IsScalar();
+    if (scalar && last[items[i].first.Scalar()] != static_cast<int>(i)) continue;
+    const YAML::Node value = last_value_wins(items[i].second, path);
+    if (scalar) {
+      out[items[i].first.Scalar()] = value;
+    } else {
+      out[items[i].first] = value;
+    }
+  }
+  return out;
+}
+}  // namespace
 
 YAML::Node load_yaml_file(const std::string& path) {
   std::ifstream in(path);
@@ -15,7 +59,7 @@ YAML::Node load_yaml_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   try {
-    return YAML::Load(ss.str());
+    return last_value_wins(YAML::Load(ss.str()), path);
   } catch (const YAML::ParserException& e) {
     std::ostringstream msg;
     msg << path << ":" << e.mark.line + 1 << ":" << e.mark.column + 1
