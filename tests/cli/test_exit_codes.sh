@@ -30,7 +30,8 @@ check 2 "--data" -- "$T" --cfg yolov5n.yaml --data no_such_data.yaml --device cp
 check 2 "--weights" -- "$T" --cfg yolov5n.yaml --weights no_such.pt --device cpu
 check 2 "--device" -- "$T" --cfg yolov5n.yaml --device 7
 check 2 "--device" -- "$T" --cfg yolov5n.yaml --device gpu
-check 2 "not implemented" -- "$T" --quad
+check 2 "--quad: needs --augment-device cpu" -- "$T" --cfg yolov5n.yaml --device cpu --quad --augment-device cuda
+check 2 "--name: must be one folder name" -- "$T" --name ..
 check 2 "--augment-device" -- "$T" --augment-device tpu
 check 2 "--augment-device cuda" -- "$T" --cfg yolov5n.yaml --device cpu --augment-device cuda
 check 0 "--conf-thres" -- "$BIN/val" --help

@@ -97,6 +97,23 @@ void expect_same_labels(const fs::path& a_dir, const fs::path& b_dir) {
   EXPECT_GT(files, 5u);
 }
 
+// detect --batch-size 5 on copies of one image writes the labels --batch-size 1 writes, to
+// rounding.
+void expect_batches_as_one_by_one(yolo::DetectConfig dc, const fs::path& image,
+                                  const fs::path& dir) {
+  fs::create_directories(dir);
+  for (int k = 0; k < 7; ++k) {
+    fs::copy_file(image, dir / ("im" + std::to_string(k) + ".png"),
+                  fs::copy_options::overwrite_existing);
+  }
+  dc.source = dir.string();
+  dc.name = "one_by_one";
+  const fs::path one_by_one = yolo::run_detect(dc);
+  dc.batch_size = 5;
+  dc.name = "batched";
+  expect_same_labels(one_by_one / "labels", fs::path(yolo::run_detect(dc)) / "labels");
+}
+
 }  // namespace
 
 TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
@@ -207,20 +224,9 @@ TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
     }
   }
 
-  // --batch-size 5 on images of one size writes the labels --batch-size 1 writes, to rounding.
-  const fs::path same = root_ / "same_size";
-  fs::create_directories(same);
-  for (int k = 0; k < 7; ++k) {
-    fs::copy_file(root_ / "shapes/images/val" / (first + ".png"),
-                  same / ("im" + std::to_string(k) + ".png"), fs::copy_options::overwrite_existing);
-  }
-  dc.source = same.string();
   dc.hide_labels = false;
-  dc.name = "one_by_one";
-  const fs::path one_by_one = yolo::run_detect(dc);
-  dc.batch_size = 5;
-  dc.name = "batched";
-  expect_same_labels(one_by_one / "labels", fs::path(yolo::run_detect(dc)) / "labels");
+  expect_batches_as_one_by_one(dc, root_ / "shapes/images/val" / (first + ".png"),
+                               root_ / "same_size");
 }
 
 // Model + loss + optimizer can fit: one fixed batch, plain SGD; the loss falls and the mAP on
