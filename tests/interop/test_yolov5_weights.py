@@ -80,11 +80,21 @@ def compare_detect(bin_dir, weights, fx, work, names, ref_dir=None, extra=()):
     check_names(text, names, f"our detect --weights {weights}")
     ours_dir = os.path.join(work, f"detect_{tag}", "labels")
     ref_dir = ref_dir or os.path.join(fx, "ref_detect", "labels")
+    sizes = {}
+    for f in sorted(os.listdir(images)):
+        h, w = cv2.imread(os.path.join(images, f)).shape[:2]
+        sizes[os.path.splitext(f)[0]] = (w, h)
+    compare_label_dirs(ref_dir, ours_dir, sizes,
+                       f"detect --weights {os.path.basename(weights)} {' '.join(extra)} "
+                       "against YOLOv5's detect.py")
+
+
+def compare_label_dirs(ref_dir, ours_dir, sizes, who, min_boxes=30):
+    """Labels per file stem (sizes: stem -> (w, h)): 98 % of ref's boxes have one of ours (same
+    class, IoU >= 0.95, |conf diff| <= 0.01) and 98 % of ours one of ref's."""
     n_ref = n_ours = m_ref = m_ours = 0
     missed, min_iou, max_dconf = [], 1.0, 0.0
-    for f in sorted(os.listdir(images)):
-        stem = os.path.splitext(f)[0]
-        h, w = cv2.imread(os.path.join(images, f)).shape[:2]
+    for stem, (w, h) in sorted(sizes.items()):
         ref = read_labels(ref_dir, stem, w, h, rnd=False)
         ours = read_labels(ours_dir, stem, w, h, rnd=True)
         n_ref, n_ours = n_ref + len(ref), n_ours + len(ours)
@@ -93,38 +103,12 @@ def compare_detect(bin_dir, weights, fx, work, names, ref_dir=None, extra=()):
         missed += [(stem, *x) for x in miss]
         min_iou, max_dconf = min(min_iou, lo), max(max_dconf, hi)
         m_ours += match(ours, ref)[0]
-    if n_ref < 30:
-        fail(f"YOLOv5's detect.py found only {n_ref} boxes; the comparison needs more")
-    f_ref, f_ours = m_ref / n_ref, m_ours / max(n_ours, 1)
-    print(f"detect --weights {os.path.basename(weights)} {' '.join(extra)}: {m_ref}/{n_ref} of "
-          f"YOLOv5's boxes "
-          f"({100 * f_ref:.1f} %) and {m_ours}/{n_ours} of ours ({100 * f_ours:.1f} %) match "
-          f"(same class, IoU >= 0.95, |conf diff| <= 0.01; matched: IoU >= {min_iou:.4f}, "
-          f"|conf diff| <= {max_dconf:.5f})")
-    if f_ref < 0.98 or f_ours < 0.98:
-        fail(f"our detect --weights {weights}: only {100 * f_ref:.1f} % of YOLOv5's boxes and "
-             f"{100 * f_ours:.1f} % of ours match (need 98 %); YOLOv5's unmatched (image, class, "
-             f"conf, best IoU): {missed[:10]}")
-
-
-def compare_label_dirs(ref_dir, ours_dir, sizes, who, min_boxes=30):
-    """Labels per file stem (sizes: stem -> (w, h)): 98 % of ref's boxes have one of ours (same
-    class, IoU >= 0.95, |conf diff| <= 0.01) and 98 % of ours one of ref's."""
-    n_ref = n_ours = m_ref = m_ours = 0
-    missed = []
-    for stem, (w, h) in sorted(sizes.items()):
-        ref = read_labels(ref_dir, stem, w, h, rnd=False)
-        ours = read_labels(ours_dir, stem, w, h, rnd=True)
-        n_ref, n_ours = n_ref + len(ref), n_ours + len(ours)
-        m, miss, _, _ = match(ref, ours)
-        m_ref += m
-        missed += [(stem, *x) for x in miss]
-        m_ours += match(ours, ref)[0]
     if n_ref < min_boxes:
         fail(f"{who}: the reference found only {n_ref} boxes; the comparison needs {min_boxes}")
     f_ref, f_ours = m_ref / n_ref, m_ours / max(n_ours, 1)
     print(f"{who}: {m_ref}/{n_ref} of the reference's boxes ({100 * f_ref:.1f} %) and "
-          f"{m_ours}/{n_ours} of ours ({100 * f_ours:.1f} %) match")
+          f"{m_ours}/{n_ours} of ours ({100 * f_ours:.1f} %) match (same class, IoU >= 0.95, "
+          f"|conf diff| <= 0.01; matched: IoU >= {min_iou:.4f}, |conf diff| <= {max_dconf:.5f})")
     if f_ref < 0.98 or f_ours < 0.98:
         fail(f"{who}: only {100 * f_ref:.1f} % of the reference's boxes and {100 * f_ours:.1f} % "
              f"of ours match (need 98 %); unmatched (file, class, conf, best IoU): {missed[:10]}")

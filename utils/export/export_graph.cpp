@@ -178,7 +178,7 @@ class Lowering {
       const int y = conv(*b->cv2, conv(*b->cv1, x, prefix + ".cv1"), prefix + ".cv2");
       return b->shortcut() ? add_values(x, y) : y;
     }
-    if (auto c3 = std::dynamic_pointer_cast<C3Impl>(m)) {  // also C3x, C3SPP, C3Ghost
+    if (auto c3 = std::dynamic_pointer_cast<C3Impl>(m)) {          // also C3x, C3SPP, C3Ghost
       const auto inner = c3->m_other ? c3->m_other : c3->m.ptr();  // C3SPP's SPP, C3TR's block
       const int a = module(inner, conv(*c3->cv1, x, prefix + ".cv1"), prefix + ".m");
       const int b = conv(*c3->cv2, x, prefix + ".cv2");
