@@ -41,7 +41,8 @@ std::vector<std::string> list_image_files(const std::vector<std::string>& source
       if (!in) throw std::runtime_error(src + ": cannot read the image list");
       const std::string parent = p.parent_path().string() + "/";
       std::string line;
-      while (std::getline(in, line)) {
+      for (bool first = true; std::getline(in, line); first = false) {
+        if (first && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 BOM
         while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
           line.pop_back();
         size_t b = 0;

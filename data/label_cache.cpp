@@ -14,6 +14,7 @@
 
 #include "data/file_lists.h"
 #include "data/verify.h"
+#include "utils/core/format.h"
 #include "utils/core/fs_atomic.h"
 #include "utils/core/log.h"
 
@@ -91,12 +92,12 @@ class Reader {
 };
 
 void report(const LabelScan& scan, const std::string& cache_path) {
-  for (const auto& m : scan.messages) log_warn(m);
+  for (const auto& m : scan.messages) log_warn(one_line(m));
   std::ostringstream s;
   s << (scan.from_cache ? "Labels from " : "Scanned labels for ") << cache_path << ": "
     << scan.found << " found, " << scan.missing << " missing, " << scan.empty << " empty, "
     << scan.corrupt << " corrupt";
-  log_info(s.str());
+  log_info(one_line(s.str()));
 }
 
 }  // namespace

@@ -51,6 +51,8 @@ std::string parse_labels(const std::string& label_path, int nc, Labels& out, int
   duplicates = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    // A UTF-8 byte-order mark, as Windows editors write it, is no part of the first value.
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     std::istringstream ss(line);
     std::vector<std::string> toks;
     for (std::string t; ss >> t;) toks.push_back(t);
@@ -145,13 +147,10 @@ VerifiedImage verify_image_label(const std::string& image_path, const std::strin
     }
     return r;
   }
+  // A label file that is there but cannot be read is corrupt, as YOLOv5 counts it: training its
+  // image as background would teach the model that its objects are not there.
   std::ifstream probe(label_path);
-  if (!probe) {
-    r.label_missing = true;
-    r.message = label_path + ": cannot be read (permissions?); " + image_path +
-                " counts as missing its labels";
-    return r;
-  }
+  if (!probe) return fail("cannot read label file " + label_path + " (permissions?)");
   probe.close();
   int duplicates = 0;
   const std::string err = parse_labels(label_path, nc, r.labels, duplicates);

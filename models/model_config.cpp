@@ -123,8 +123,15 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
   spec.depth_multiple = yaml_get<double>(root, "depth_multiple", src);
   spec.width_multiple = yaml_get<double>(root, "width_multiple", src);
   if (spec.nc < 1) throw std::runtime_error(at(src, root["nc"]) + ": nc must be >= 1");
-  if (spec.depth_multiple <= 0 || spec.width_multiple <= 0) {
-    throw std::runtime_error(src + ": depth_multiple and width_multiple must be > 0");
+  // YOLOv5's models use 0.33-1.33 and 0.25-1.25; far past them a model fills no memory there is,
+  // and the allocator's message would name neither the file nor the key.
+  for (const char* key : {"depth_multiple", "width_multiple"}) {
+    const double v = root[key].as<double>();
+    if (!(v > 0 && v <= 16)) {
+      throw std::runtime_error(at(src, root[key]) + ": " + key + " " + root[key].Scalar() +
+                               " is out of range: it must be > 0 and at most 16 (YOLOv5's "
+                               "models use 0.25 to 1.33)");
+    }
   }
   parse_anchors(root, src, spec);
   if (const YAML::Node act = root["activation"]; act && !act.IsNull()) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "models/common.h"
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 
 namespace yolo {
@@ -432,7 +433,21 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     const LayerSpec& L = spec_.layers[i];
     const int n = L.number > 1 ? std::max(py_round(L.number * spec_.depth_multiple), 1) : L.number;
-    ParsedLayer p = parse_layer(spec_, i, n, scale, out_ch, in_ch);
+    ParsedLayer p;
+    try {
+      p = parse_layer(spec_, i, n, scale, out_ch, in_ch);
+    } catch (const c10::Error& e) {  // out of memory, or a size LibTorch refuses
+      throw std::runtime_error(
+          spec_.source + ":" + std::to_string(L.line) + ": layer " + std::to_string(i) + " (" +
+          L.module + ") cannot be built: " + e.what_without_backtrace() +
+          "; check its arguments and width_multiple " + format_number("%g", spec_.width_multiple));
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error(spec_.source + ":" + std::to_string(L.line) + ": layer " +
+                               std::to_string(i) + " (" + L.module +
+                               ") needs more memory than there is; check its arguments and "
+                               "width_multiple " +
+                               format_number("%g", spec_.width_multiple));
+    }
     for (size_t k = 0; k < L.from.size(); ++k) {
       if (p.from[k] >= 0 && L.from[k] != -1) keep_[p.from[k]] = true;
     }

@@ -1,6 +1,8 @@
 // Each verify_image_label failure (YOLOv5 v7.0 verify_image_label, plus class ids >= nc).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -103,6 +105,52 @@ TEST_F(VerifyFixture, LabelPathThatIsNoFile) {
   r = verify_image_label(img, fifo, 3);
   EXPECT_TRUE(r.label_missing);
   EXPECT_NE(r.message.find(fifo), std::string::npos) << r.message;
+}
+
+// A byte-order mark before the first label (Windows editors write one) is skipped, as YOLOv5's
+// reader skips it, and the label reads as written.
+TEST_F(VerifyFixture, ByteOrderMarkIsSkipped) {
+  const auto r = check(
+      "\xEF\xBB\xBF"
+      "1 0.5 0.5 0.2 0.2\n2 0.3 0.3 0.1 0.1\n");
+  EXPECT_FALSE(r.corrupt) << r.message;
+  ASSERT_EQ(r.labels.size(), 2u);
+  EXPECT_EQ(r.labels[0].cls, 1);
+  // Only at the start of the file: elsewhere it is junk in a value.
+  expect_corrupt(
+      "1 0.5 0.5 0.2 0.2\n\xEF\xBB\xBF"
+      "2 0.3 0.3 0.1 0.1\n",
+      ":2: value");
+}
+
+// A label file that is there but cannot be read is corrupt and named (YOLOv5 skips the image):
+// taken as missing, its image would train as background. Root reads any file, so as root the
+// check runs in a child process that has become user nobody.
+TEST_F(VerifyFixture, UnreadableLabelFileIsCorrupt) {
+  write_text(lbl, "1 0.5 0.5 0.2 0.2\n");
+  ASSERT_EQ(::chmod(lbl.c_str(), 0), 0);
+  auto run = [&] {
+    const auto r = verify_image_label(img, lbl, 3);
+    return r.corrupt && !r.label_missing && r.labels.empty() &&
+           r.message.find("cannot read label file " + lbl) != std::string::npos;
+  };
+  if (::geteuid() != 0) {
+    EXPECT_TRUE(run());
+    return;
+  }
+  for (const auto& p : {d.path(), d / "images", d / "labels"}) ::chmod(p.c_str(), 0755);
+  ::chmod(img.c_str(), 0644);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(77);
+    ::_exit(run() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot become user nobody";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the unreadable label file was not reported corrupt";
 }
 
 // An image path that is a directory or a FIFO is corrupt, named, never opened.

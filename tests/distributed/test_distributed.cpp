@@ -102,6 +102,36 @@ TEST(DistEnv, MalformedValuesNameTheVariable) {
   EXPECT_THROW(read_dist_env(), UsageError);
 }
 
+// torchrun sets WORLD_SIZE, RANK and LOCAL_RANK together; any part of them alone is refused, naming
+// what is set and what is missing, rather than training as one process or a world of one.
+TEST(DistEnv, PartialEnvironmentIsRefused) {
+  EnvGuard g;
+  auto message = [] {
+    try {
+      read_dist_env();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_NE(message().find("WORLD_SIZE is set but RANK and LOCAL_RANK are not"), std::string::npos)
+      << message();
+  setenv("RANK", "0", 1);
+  EXPECT_NE(message().find("WORLD_SIZE and RANK are set but LOCAL_RANK is not"), std::string::npos)
+      << message();
+  unsetenv("WORLD_SIZE");
+  setenv("LOCAL_RANK", "0", 1);
+  EXPECT_NE(message().find("RANK and LOCAL_RANK are set but WORLD_SIZE is not"), std::string::npos)
+      << message();
+  unsetenv("RANK");
+  EXPECT_NE(message().find("LOCAL_RANK is set but"), std::string::npos) << message();
+  // WORLD_SIZE=1 alone means one process, and one process runs.
+  unsetenv("LOCAL_RANK");
+  setenv("WORLD_SIZE", "1", 1);
+  EXPECT_FALSE(read_dist_env().distributed());
+}
+
 TEST(GradSync, BucketsInReverseOrderWithCapsAndAverages) {
   auto pg = std::make_shared<MirrorGroup>();
   // Reverse order, 4-byte floats: a bucket closes once it holds >= its cap. The first (cap 1000

@@ -503,3 +503,31 @@ TEST(Loss, GainsScaleWithLayersClassesAndImageSize) {
   EXPECT_DOUBLE_EQ(g.obj, 0.25);
   EXPECT_DOUBLE_EQ(g.label_smoothing, 0.1);
 }
+
+// opt.yaml is held to the rules of the flags it came from: a key no version of train wrote (a
+// typo, a hand edit) and a value its flag refuses are errors naming the file, line and key,
+// never a default in their place. YOLOv5's own logger keys are accepted.
+TEST(Options, OptYamlUnknownKeysAndBadValuesNameFileLineAndKey) {
+  auto error = [](const std::string& text) {
+    try {
+      yolo::options_from_yaml(YAML::Load(text), "runs/train/exp/opt.yaml");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("epochs: 3\nepoch: 5\n").find("runs/train/exp/opt.yaml:2: unknown key 'epoch'"),
+            std::string::npos)
+      << error("epochs: 3\nepoch: 5\n");
+  EXPECT_NE(error("imgsz: 64\nepochs: -1\n").find("opt.yaml:2: key 'epochs': must be >= 1"),
+            std::string::npos)
+      << error("imgsz: 64\nepochs: -1\n");
+  EXPECT_NE(error("imgsz: 99999\n").find("opt.yaml:1: key 'imgsz': must be between 1 and 8192"),
+            std::string::npos);
+  EXPECT_NE(error("optimizer: sgd\n").find("key 'optimizer': unknown optimizer 'sgd'"),
+            std::string::npos);
+  EXPECT_NE(error("cache: tape\n").find("key 'cache'"), std::string::npos);
+  EXPECT_EQ(error("epochs: 3\nbucket: ''\nentity: null\nupload_dataset: false\n"
+                  "bbox_interval: -1\nartifact_alias: latest\n"),
+            "no error");
+}

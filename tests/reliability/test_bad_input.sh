@@ -36,11 +36,24 @@ for name in "${!bad_labels[@]}"; do
 done
 "$TOOL" image "$tr/empty_label.png"
 : >"$lb/empty_label.txt"
+# A label file starting with a UTF-8 byte-order mark reads as written.
+"$TOOL" image "$tr/bom.png"
+printf '\xEF\xBB\xBF0 0.5 0.5 0.2 0.2\n' >"$lb/bom.txt"
+# A file name holding a newline cannot forge an output line: it is shown as \n.
+head -c 3000 /dev/urandom >"$tr/"$'forged\nWARNING: fake.jpg'
+# Nor can class names holding one (the per-class table at the end of training).
+sed -i 's/names: \[a, b, c\]/names: ["a\\nFORGED CLASS LINE", "b\\nFORGED CLASS LINE", "c\\nFORGED CLASS LINE"]/' "$mixed/data.yaml"
+grep -qF 'FORGED' "$mixed/data.yaml" || { echo "FAIL: could not set a class name"; exit 1; }
 check 0 "random.jpg" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --name mixed
 for f in zero.jpg cut.jpg; do grep -qF "$f" <<<"$LAST_OUT" || { echo "FAIL: no warning for $f"; fails=$((fails + 1)); }; done
 grep -qF "FFD9" <<<"$LAST_OUT" || { echo "FAIL: truncated JPEG not called truncated"; fails=$((fails + 1)); }
 lacks "png_named.jpg"
 lacks "empty_label"
+lacks "bom.txt"
+grep -q '^WARNING: fake.jpg' <<<"$LAST_OUT" && { echo "FAIL: a file name forged a line"; fails=$((fails + 1)); }
+grep -qF 'forged\nWARNING: fake.jpg' <<<"$LAST_OUT" || { echo "FAIL: the newline in a file name is not shown as \\n"; fails=$((fails + 1)); }
+grep -q '^FORGED CLASS LINE' <<<"$LAST_OUT" && { echo "FAIL: a class name forged a line"; fails=$((fails + 1)); }
+grep -qF '\nFORGED CLASS LINE' <<<"$LAST_OUT" || { echo "FAIL: the class name's newline is not shown as \\n"; fails=$((fails + 1)); }
 lacks "results.png"  # --noplots: the last lines name only what was written
 for name in "${!bad_labels[@]}"; do
   grep -qF "labels/train/$name.txt:1:" <<<"$LAST_OUT" ||
@@ -154,7 +167,12 @@ check 2 "--freeze 99 freezes every layer" -- "$T" --data "$mixed/data.yaml" "${T
 mkdir -p "$tmp/src"
 cp "$mixed/images/val/"*.png "$tmp/src/"
 cp "$tr/random.jpg" "$tmp/src/"
+echo notes >"$tmp/src/notes.txt"
+echo photo >"$tmp/src/photo.heic"
 check 1 "random.jpg" -- "$BIN/detect" --weights "$weights" --source "$tmp/src" --imgsz 64 --project "$tmp/det"
+# Files that are neither images nor videos are counted and named in one line.
+grep -qF "2 file(s) at '$tmp/src' skipped, neither image nor video by their names: notes.txt, photo.heic" <<<"$LAST_OUT" ||
+  { echo "FAIL: the skipped files are not named"; fails=$((fails + 1)); }
 # A file that is no image, whatever its name, is called that (not a stale label cache).
 mkdir -p "$tmp/clip"
 head -c 3000 /dev/urandom >"$tmp/clip/clip.mp4"
@@ -169,6 +187,69 @@ check 1 "rank 1 of WORLD_SIZE=2 did not join" -- env LOCAL_RANK=0 RANK=0 WORLD_S
 grep -qF "waiting at 127.0.0.1:$port for rank 1" <<<"$LAST_OUT" ||
   { echo "FAIL: no line saying whom rank 0 waits for"; fails=$((fails + 1)); }
 lacks "frame #"
+# A rank whose MASTER_PORT is held by a program that accepts and never answers: at --dist-timeout
+# one message naming the address, no stack frames (the store's own handshake has no deadline).
+if command -v python3 >/dev/null; then
+  silent_port=$((20000 + RANDOM % 20000))
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+print("listening", flush=True)
+conns = []
+while True: conns.append(s.accept())' "$silent_port" >"$tmp/silent.log" 2>&1 &
+  silent_pid=$!
+  cleanup_hooks+=("kill $silent_pid 2>/dev/null")
+  for _ in $(seq 50); do grep -q listening "$tmp/silent.log" && break; sleep 0.1; done
+  started=$(date +%s)
+  check 1 "cannot reach the rendezvous store at 127.0.0.1:$silent_port (no answer within --dist-timeout (3 s)" -- \
+    env LOCAL_RANK=1 RANK=1 WORLD_SIZE=2 MASTER_PORT=$silent_port "$T" --data "$mixed/data.yaml" "${TINY[@]}" --dist-timeout 3
+  lacks "frame #"
+  took=$(($(date +%s) - started))
+  [ "$took" -le 30 ] || { echo "FAIL: the silent store took $took s to give up (--dist-timeout 3)"; fails=$((fails + 1)); }
+else
+  echo "silent rendezvous port: not checked (no python3 to hold the port)"
+fi
+# A partial torchrun environment is refused before anything starts, naming what is missing.
+check 2 "a partial distributed environment: WORLD_SIZE is set but RANK and LOCAL_RANK are not" -- \
+  env WORLD_SIZE=2 "$T" --data "$mixed/data.yaml" "${TINY[@]}"
+check 2 "RANK is set but WORLD_SIZE and LOCAL_RANK are not" -- env RANK=1 "$T" --data "$mixed/data.yaml" "${TINY[@]}"
+# A run folder is locked while a process trains in it: an --exist-ok start into it and a resume
+# of it (given as the run folder) are refused naming the holder's pid.
+"$T" --data "$mixed/data.yaml" "${TINY[@]}" --epochs 500 --name locked >"$tmp/locked.log" 2>&1 &
+holder=$!
+cleanup_hooks+=("kill -9 $holder 2>/dev/null")
+run="$tmp/runs/locked"
+for _ in $(seq 600); do [ -f "$run/weights/last.pt" ] && break; sleep 0.1; done
+check 1 "the run folder $run is in use: process $holder is training in it" -- \
+  "$T" --data "$mixed/data.yaml" "${TINY[@]}" --name locked --exist-ok
+check 1 "the run folder $run is in use: process $holder" -- "$T" --resume "$run"
+kill -9 "$holder"
+wait "$holder" 2>/dev/null || true
+# The resumed run's opt.yaml is checked as the flags are, and its errors name the file, line and
+# key (exit 1: a bad file, not a bad flag).
+cp "$run/opt.yaml" "$tmp/opt.good"
+echo "bogus_key: 1" >>"$run/opt.yaml"
+check 1 "$run/opt.yaml:$(wc -l <"$run/opt.yaml"): unknown key 'bogus_key'" -- "$T" --resume "$run"
+sed 's/^epochs: .*/epochs: -1/' "$tmp/opt.good" >"$run/opt.yaml"
+check 1 "key 'epochs': must be >= 1" -- "$T" --resume "$run"
+sed 's|^data: .*|data: moved/data.yaml|' "$tmp/opt.good" >"$run/opt.yaml"
+check 1 "$run/opt.yaml: key 'data': file 'moved/data.yaml' not found" -- "$T" --resume "$run"
+grep -q "^data: /" "$tmp/opt.good" || { echo "FAIL: opt.yaml records data relative: $(grep ^data: "$tmp/opt.good")"; fails=$((fails + 1)); }
+check 2 "--resume: '$tmp/runs' is a folder with no weights/last.pt" -- "$T" --resume "$tmp/runs"
+# A model YAML scaled past any memory names the file, line and key.
+sed 's/^width_multiple: .*/width_multiple: 1000/' "$YOLO_ROOT/configs/models/yolov5n.yaml" >"$tmp/wide.yaml"
+check 1 "wide.yaml:$(grep -n '^width_multiple' "$tmp/wide.yaml" | cut -d: -f1): width_multiple 1000 is out of range" -- \
+  "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg "$tmp/wide.yaml"
+# A zip member that would inflate past what its file can hold (a zip bomb) is refused unread.
+if command -v python3 >/dev/null; then
+  python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    with z.open("archive/data.pkl", "w") as f:
+        for _ in range(256): f.write(bytes(1 << 20))' "$tmp/bomb.pt"
+  check 1 "bomb.pt: refused: its zip member 'archive/data.pkl' would inflate to 268435456 bytes" -- \
+    "$BIN/val" --weights "$tmp/bomb.pt" --data "$mixed/data.yaml" --imgsz 64
+else
+  echo "zip bomb: not checked (no python3 to write one)"
+fi
 # A negative optimizer setting in a hyp file names the file, line and key.
 sed 's/^lr0: .*/lr0: -5/' "$YOLO_ROOT/hyp/hyp.scratch-low.yaml" >"$tmp/lr0.yaml"
 lr0_line=$(grep -n '^lr0:' "$tmp/lr0.yaml" | cut -d: -f1)

@@ -1,6 +1,6 @@
 // Loading a checkpoint or weights file never executes code: pickles that name Python globals
 // (GLOBAL/STACK_GLOBAL/INST + REDUCE) are refused with a message naming the file, as are files
-// that are not zips, truncated archives and archives from a newer format.
+// that are not zips, truncated archives, archives from a newer format and zip bombs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,6 +11,7 @@
 #include "hostile_pickle.h"
 #include "models/weights.h"
 #include "utils/core/io/checkpoint.h"
+#include "utils/core/io/torch_archive.h"
 
 namespace fs = std::filesystem;
 using yolo::test::TempDir;
@@ -127,4 +128,33 @@ TEST(CheckpointSafety, NewerFormatSaysSo) {
   TempDir d;
   yolo::test::write_pickle_archive(d / "newer.pt", "newer", "");
   expect_refused(d / "newer.pt", {"newer"});
+}
+
+// A zip member whose header claims more than the file could inflate to (a zip bomb: a few MB
+// that would take GBs) is refused before anything is inflated, naming the file and the member;
+// the reader would otherwise allocate the claim. A real checkpoint, stored uncompressed as
+// torch.save stores it, passes whatever its size.
+TEST(CheckpointSafety, ZipMemberClaimingTooMuchIsRefused) {
+  TempDir d;
+  yolo::Checkpoint c;
+  c.epoch = 1;
+  c.model["w"] = torch::randn({1 << 20});  // 4 MiB: over the fixed part of the bound
+  c.opt = "epochs: 3\n";
+  const std::string good = d / "good.pt";
+  yolo::save_checkpoint(c, good);
+  const std::string bytes = read_all(good);
+  EXPECT_EQ(yolo::zip_inflation_problem(std::vector<char>(bytes.begin(), bytes.end())), "");
+  // Each central-directory entry in turn claims 3 GiB uncompressed.
+  size_t members = 0;
+  for (size_t at = bytes.find("PK\x01\x02"); at != std::string::npos;
+       at = bytes.find("PK\x01\x02", at + 4)) {
+    std::string bomb = bytes;
+    const char claim[4] = {0, 0, 0, '\xC0'};  // 0xC0000000, little-endian
+    bomb.replace(at + 24, 4, claim, 4);
+    const std::string p = d / ("bomb" + std::to_string(members++) + ".pt");
+    yolo::test::write_text(p, bomb);
+    SCOPED_TRACE(members);
+    expect_refused(p, {"refused", "would inflate to 3221225472 bytes"});
+  }
+  EXPECT_GE(members, 3u);  // data.pkl, the tensor, version, ...
 }

@@ -39,6 +39,22 @@ std::string terminal_safe(const std::string& s) {
   return out;
 }
 
+std::string one_line(const std::string& s) {
+  if (s.find_first_of("\n\r") == std::string::npos) return s;
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (const char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string json_quote(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) {

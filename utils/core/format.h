@@ -17,6 +17,11 @@ std::string class_name(const std::vector<std::string>& names, int cls);
 // retitle the user's terminal. Other UTF-8 passes unchanged.
 std::string terminal_safe(const std::string& s);
 
+// `s` for a message that is one line: newlines and carriage returns as \n and \r, so a file or
+// class name holding them cannot forge whole lines of output (terminal_safe keeps both, as
+// messages may span lines). Applied to every file-derived string a one-line message prints.
+std::string one_line(const std::string& s);
+
 // `s` as a JSON string: quoted, with JSON's escapes for quotes, backslashes and control bytes.
 std::string json_quote(const std::string& s);
 

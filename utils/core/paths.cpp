@@ -64,7 +64,9 @@ std::string file_problem(const std::string& path) {
 std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag) {
   if (value.empty()) return value;
   std::error_code ec;
-  if (fs::is_regular_file(value, ec)) return value;
+  // Absolute: a run records what it read, and a later val or resume from another folder must
+  // find the same file, not whatever sits at the relative path there.
+  if (fs::is_regular_file(value, ec)) return fs::absolute(value).lexically_normal().string();
   if (const std::string why = file_problem(value); why != "not found") {
     throw UsageError(flag + ": '" + value + "' " + why);
   }
@@ -77,7 +79,7 @@ std::string resolve_config(const std::string& value, ConfigKind kind, const std:
       candidates.push_back(dir / (value + ".yaml"));
     }
     for (const auto& c : candidates) {
-      if (fs::is_regular_file(c, ec)) return c.string();
+      if (fs::is_regular_file(c, ec)) return fs::absolute(c).lexically_normal().string();
       tried.push_back(c);
     }
   }

@@ -11,9 +11,10 @@ enum class ConfigKind { kModel, kData, kHyp };
 // bin/../share/yolo_cpp beside it; else the source tree this binary was built from.
 std::string project_root();
 
-// Resolves a --cfg/--data/--hyp value. An existing path is returned as is; a bare file name
+// Resolves a --cfg/--data/--hyp value. An existing path is returned absolute; a bare file name
 // (no folder part, ".yaml" optional) is looked up in the folder for `kind` under the project root.
-// An empty value stays empty. Throws UsageError naming `flag` when nothing matches.
+// An empty value stays empty. Throws UsageError naming `flag` (a flag, or a file and key) when
+// nothing matches.
 std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag);
 
 // What keeps `path` from being read as a file: "" for a regular file (or a link to one), else "is

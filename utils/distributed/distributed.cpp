@@ -21,9 +21,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <future>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
@@ -291,11 +295,69 @@ void rendezvous(c10d::Store& store, const DistEnv& env, std::chrono::millisecond
   }
 }
 
+// The rendezvous store, made on a thread of its own: a client whose connection is accepted by
+// something that never answers (another program on MASTER_PORT) waits in the store's handshake
+// without a deadline. Past --dist-timeout that thread is left blocked, the error ends the run.
+c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env,
+                                              std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(env.master_port);
+  // torchrun's agent already serves the store; otherwise rank 0 does (our own launcher).
+  so.isServer = !env.agent_store && env.rank == 0;
+  if (so.isServer) so.numWorkers = static_cast<size_t>(env.world_size);
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  using Made = std::promise<c10::intrusive_ptr<c10d::Store>>;
+  auto made = std::make_shared<Made>();
+  auto ready = made->get_future();
+  std::thread([made, so, addr = env.master_addr] {
+    try {
+      made->set_value(c10::make_intrusive<c10d::TCPStore>(addr, so));
+    } catch (...) {
+      made->set_exception(std::current_exception());
+    }
+  }).detach();
+  // A little past the store's own connect timeout, so its message wins when it has one.
+  if (ready.wait_for(timeout + std::chrono::seconds(2)) != std::future_status::ready) {
+    throw std::runtime_error(
+        "no answer within --dist-timeout (" +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
+        " s): a program that is not a rendezvous store accepts connections on that port");
+  }
+  return ready.get();
+}
+
 }  // namespace
 
 DistEnv read_dist_env(int cli_local_rank) {
   DistEnv e;
   e.local_rank = env_int("LOCAL_RANK", cli_local_rank, -1);
+  // torchrun (and the legacy launcher with --local_rank) sets all three. A part of them is a
+  // shell left over from another job, or a launcher that is not torchrun: training as one
+  // process, or as a world of one, would quietly not be the run the user asked for.
+  const bool has_world = !env_or("WORLD_SIZE", "").empty();
+  const bool has_rank = !env_or("RANK", "").empty();
+  const bool has_local = e.local_rank != -1;
+  const bool partial =
+      (has_world || has_rank || has_local) && !(has_world && has_rank && has_local);
+  // WORLD_SIZE=1 alone says "one process", which is what runs.
+  if (partial && (has_rank || has_local || env_int("WORLD_SIZE", 1, 1) > 1)) {
+    std::vector<std::string> set, unset;
+    for (auto [name, here] : {std::pair<const char*, bool>{"WORLD_SIZE", has_world},
+                              {"RANK", has_rank},
+                              {"LOCAL_RANK", has_local}}) {
+      (here ? set : unset).push_back(name);
+    }
+    auto list = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (size_t i = 0; i < v.size(); ++i)
+        s += (i ? (i + 1 == v.size() ? " and " : ", ") : "") + v[i];
+      return s + (v.size() > 1 ? " are" : " is");
+    };
+    throw UsageError("a partial distributed environment: " + list(set) + " set but " + list(unset) +
+                     " not; launch with torchrun (it sets them all) or train --nproc-per-node N, "
+                     "or unset them to train as one process");
+  }
   if (e.local_rank == -1) return e;  // a single process
   e.world_size = env_int("WORLD_SIZE", 1, 1);
   e.rank = env_int("RANK", e.local_rank, 0);
@@ -336,14 +398,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const std::
   set_current_cuda_device(device);
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(env.master_port);
-    // torchrun's agent already serves the store; otherwise rank 0 does (our own launcher).
-    so.isServer = !env.agent_store && env.rank == 0;
-    if (so.isServer) so.numWorkers = static_cast<size_t>(env.world_size);
-    so.waitWorkers = false;
-    so.timeout = timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    store = connect_store(env, timeout);
   } catch (const std::exception& ex) {
     throw std::runtime_error("rank " + std::to_string(env.rank) +
                              ": cannot reach the rendezvous store at " + env.master_addr + ":" +

@@ -12,6 +12,7 @@
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/progress.h"
+#include "utils/core/run_lock.h"
 #include "utils/core/stopwatch.h"
 #include "utils/core/yaml_io.h"
 #include "utils/engine/train.h"
@@ -133,6 +134,8 @@ std::string evolve(const TrainConfig& cfg) {
   const Options& opt = cfg.opt();
   const std::string dir =
       increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
+  // Held for every generation (each trains in this folder) and the csv between them.
+  const auto lock = RunLock::acquire(dir);
   const fs::path evolve_csv = fs::path(dir) / "evolve.csv",
                  best_yaml = fs::path(dir) / "hyp_evolve.yaml";
   const auto& genes = evolve_genes();

@@ -41,10 +41,25 @@ namespace {
 // --resume from `ckpt`: the run's own options (opt.yaml beside weights/), with the flags that may
 // differ between machines taken from the command line. Which flags the command line may give is
 // a rule (train_rules.cpp).
-Options merge_resume(const Options& cli, const std::string& ckpt) {
+Options merge_resume(const Options& cli, std::string ckpt) {
   std::error_code ec;
-  if (!fs::is_regular_file(ckpt, ec)) {
-    throw UsageError("--resume: checkpoint '" + ckpt + "' not found");
+  if (fs::is_directory(ckpt, ec)) {
+    // A run folder (or its weights/ folder) stands for the last.pt inside it.
+    for (const char* inner : {"weights/last.pt", "last.pt"}) {
+      if (fs::is_regular_file(fs::path(ckpt) / inner, ec)) {
+        ckpt = (fs::path(ckpt) / inner).string();
+        break;
+      }
+    }
+    if (fs::is_directory(ckpt, ec)) {
+      throw UsageError("--resume: '" + ckpt +
+                       "' is a folder with no weights/last.pt (the run saved no checkpoint, or "
+                       "it is not a run folder); pass a run's last.pt, or --resume alone for the "
+                       "newest run under runs/train");
+    }
+  }
+  if (const std::string why = file_problem(ckpt); !why.empty()) {
+    throw UsageError("--resume: checkpoint '" + ckpt + "' " + why);
   }
   if (is_yolov5_checkpoint(ckpt)) {
     throw UsageError("--resume: " + ckpt +
@@ -84,11 +99,24 @@ Options merge_resume(const Options& cli, const std::string& ckpt) {
 TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool restart) {
   TrainConfig c;
   c.cli_ = command_line;
+  // A resumed run's paths come from its opt.yaml: errors name that file and key, not a flag the
+  // user did not give.
+  const std::string opt_yaml = (fs::path(opt.save_dir) / "opt.yaml").string();
+  auto source = [&](const char* key, const char* flag) {
+    return opt.resume ? opt_yaml + ": key '" + key + "'" : std::string(flag);
+  };
   // With --weights and no --cfg the weights name the architecture (read below).
   if (opt.cfg.empty() && opt.weights.empty()) opt.cfg = "yolov5s.yaml";
-  if (!opt.cfg.empty()) opt.cfg = resolve_config(opt.cfg, ConfigKind::kModel, "--cfg");
-  opt.data = resolve_config(opt.data, ConfigKind::kData, "--data");
-  opt.hyp = resolve_config(opt.hyp, ConfigKind::kHyp, "--hyp");
+  try {
+    if (!opt.cfg.empty()) {
+      opt.cfg = resolve_config(opt.cfg, ConfigKind::kModel, source("cfg", "--cfg"));
+    }
+    opt.data = resolve_config(opt.data, ConfigKind::kData, source("data", "--data"));
+    opt.hyp = resolve_config(opt.hyp, ConfigKind::kHyp, source("hyp", "--hyp"));
+  } catch (const UsageError& e) {
+    if (!opt.resume) throw;
+    throw std::runtime_error(e.what());  // a bad file (exit 1), not a bad flag
+  }
   if (opt.evolve > 0 && !opt.was_given("project")) opt.project = "runs/evolve";
   c.opt_ = std::move(opt);
   // Rules first: a broken one is cheaper to report than reading the weights.
@@ -102,6 +130,9 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
                                            "wrote, or --weights '' to start from scratch)"
                                          : ""));
   }
+  // Recorded absolute, as data, cfg and hyp are: opt.yaml and the checkpoints then name the same
+  // file wherever val or a resume runs.
+  c.opt_.weights = fs::absolute(o.weights).lexically_normal().string();
   // Without --cfg a YOLOv5 checkpoint gives the architecture; other weights name their model YAML.
   auto file = std::make_shared<WeightsFile>(read_weights_file(o.weights));
   if (o.cfg.empty()) {

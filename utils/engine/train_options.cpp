@@ -233,9 +233,28 @@ YAML::Node options_to_yaml(const Options& o) {
 }
 
 // Keys the file lacks, or holds null, keep their defaults: YOLOv5's files lack this trainer's
-// own keys and write null for unset optional values.
+// own keys and write null for unset optional values. A key neither knows, or a value its flag
+// would refuse, is an error naming the file, line and key: a typo must not quietly fall back to
+// a default, nor a hand edit run what the flag would never have run.
 Options options_from_yaml(const YAML::Node& n, const std::string& ctx) {
   if (!n.IsMap()) throw std::runtime_error(ctx + ": expected a mapping of option names to values");
+  // YOLOv5 v7.0 train.py's options for its loggers and cloud storage: accepted, not used.
+  static const std::vector<std::string> kYolov5Only = {"bucket", "entity", "upload_dataset",
+                                                       "bbox_interval", "artifact_alias"};
+  auto at = [&ctx](const YAML::Node& node) {
+    return ctx + ":" + std::to_string(node.Mark().line + 1) + ": ";
+  };
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    const bool known = std::any_of(flags().begin(), flags().end(),
+                                   [&](const Flag& f) { return f.yaml_key == key; }) ||
+                       std::count(kYolov5Only.begin(), kYolov5Only.end(), key) > 0;
+    if (!known) {
+      throw std::runtime_error(at(kv.first) + "unknown key '" + key +
+                               "'; opt.yaml holds train's options by their YOLOv5 names "
+                               "(train --help lists them)");
+    }
+  }
   Options o;
   for (const Flag& f : flags()) {
     if (f.yaml_key.empty()) continue;
@@ -244,8 +263,12 @@ Options options_from_yaml(const YAML::Node& n, const std::string& ctx) {
     try {
       f.read(o, v);
     } catch (const YAML::Exception&) {
-      throw std::runtime_error(ctx + ":" + std::to_string(v.Mark().line + 1) + ": key '" +
-                               f.yaml_key + "' has the wrong type");
+      throw std::runtime_error(at(v) + "key '" + f.yaml_key + "' has the wrong type");
+    }
+    if (f.check) {
+      if (const std::string bad = f.check(o); !bad.empty()) {
+        throw std::runtime_error(at(v) + "key '" + f.yaml_key + "': " + bad);
+      }
     }
   }
   return o;

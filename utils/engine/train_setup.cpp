@@ -94,11 +94,13 @@ void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
   }
   log_info(line);
   const bool rank0 = s.dist.is_rank0();
-  if (opt.resume) {
-    resume_ckpt = load_checkpoint(opt.resume_path);
-  } else if (rank0) {
+  if (!opt.resume && rank0) {
     opt.save_dir = increment_path((fs::path(opt.project) / opt.name).string(), opt.exist_ok, true);
   }
+  // Rank 0 writes the folder, and holds it until the run ends: a second resume of this run, or
+  // an --exist-ok start into it, is refused rather than interleaved.
+  if (rank0) s.run_lock = RunLock::acquire(opt.save_dir);
+  if (opt.resume) resume_ckpt = load_checkpoint(opt.resume_path);
   opt.save_dir = s.dist.from_rank0("save_dir", opt.save_dir);  // only rank 0 writes there
   s.dist.remember_run_dir(opt.save_dir);
   const fs::path wdir = fs::path(opt.save_dir) / "weights";
@@ -354,7 +356,7 @@ void build_ema_and_resume(TrainSetup& s, const Checkpoint& resume_ckpt) {
   s.resume.last_opt_step = resume_ckpt.last_opt_step;
   log_info("Resuming training from " + s.opt.resume_path + " from epoch " +
            std::to_string(s.resume.start_epoch) + " to " + std::to_string(s.opt.epochs) +
-           " total epochs");
+           " total epochs on " + s.opt.data);
 }
 
 // DDP: SyncBatchNorm (same tensors, so the optimizer keeps them), rank 0's weights and buffers

@@ -14,6 +14,7 @@
 #include "data/dataset_config.h"
 #include "data/loader.h"
 #include "models/yolo.h"
+#include "utils/core/run_lock.h"
 #include "utils/core/runtime/device.h"
 #include "utils/distributed/ddp_setup.h"
 #include "utils/engine/cpu_resources.h"
@@ -104,7 +105,8 @@ struct TrainSetup {
   ThreadPlan threads;              // intra-op threads and loader workers
   std::unique_ptr<ComputeLoss> loss;
   ResumePoint resume;
-  bool already_finished = false;  // --resume of a run that trained all its epochs
+  bool already_finished = false;      // --resume of a run that trained all its epochs
+  std::shared_ptr<RunLock> run_lock;  // rank 0: held while this process trains in the folder
 };
 
 // Builds the run from its resolved configuration: device and process group, run dir (opt.yaml,

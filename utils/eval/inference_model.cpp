@@ -12,6 +12,7 @@
 #endif
 
 #include "utils/core/errors.h"
+#include "utils/core/io/torch_archive.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/eval/model_loader.h"
@@ -125,6 +126,9 @@ void InferenceModel::load_pytorch(const std::string& weights, const InferenceOpt
 void InferenceModel::load_torchscript(const std::string& weights) {
   torch::jit::ExtraFilesMap extra = {{"config.txt", ""}};
   script_ = std::make_unique<Script>();
+  // Checked first (the bytes are dropped again): LibTorch's loader allocates what each zip
+  // member's header claims.
+  read_torch_zip_bytes(weights, "TorchScript file", "");
   try {
     script_->module = torch::jit::load(weights, device_, extra);
   } catch (const c10::Error& e) {

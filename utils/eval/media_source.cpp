@@ -17,6 +17,7 @@
 #include "data/file_lists.h"
 #include "data/image_io.h"
 #include "utils/core/errors.h"
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 
 #ifdef YOLO_WITH_OPENCV_VIDEOIO
@@ -138,7 +139,7 @@ class FileSource : public FrameSource {
       frame_ = 0;
       if (!open_capture(cap_, f.path)) {
         if (files_.size() == 1) throw std::runtime_error(f.path + ": cannot open the video");
-        log_warn(f.path + ": cannot open the video, skipped");
+        log_warn(one_line(f.path) + ": cannot open the video, skipped");
         return false;
       }
       const double fps = cap_.get(cv::CAP_PROP_FPS);
@@ -151,7 +152,7 @@ class FileSource : public FrameSource {
       if (frame_ == 0 && files_.size() == 1) {
         throw std::runtime_error(f.path + ": no frame of the video could be read");
       }
-      if (frame_ == 0) log_warn(f.path + ": no frame could be read, skipped");
+      if (frame_ == 0) log_warn(one_line(f.path) + ": no frame could be read, skipped");
       return false;
     }
     f.kind = SourceFrame::Kind::kVideo;
@@ -160,7 +161,7 @@ class FileSource : public FrameSource {
     f.fps = fps_;
     return true;
 #else
-    log_warn(f.path + " skipped: " + kNoVideoIo);
+    log_warn(one_line(f.path) + " skipped: " + kNoVideoIo);
     return false;
 #endif
   }
@@ -363,9 +364,13 @@ std::vector<std::string> expand_source(const std::string& source) {
         "or stream URL)");
   }
   std::error_code ec;
-  std::vector<std::string> files;
+  std::vector<std::string> files, skipped;
   const auto keep = [&](const fs::path& p) {
-    if (is_image(p) || is_video(p)) files.push_back(p.string());
+    if (is_image(p) || is_video(p)) {
+      files.push_back(p.string());
+    } else if (p.filename().string().rfind('.', 0) != 0) {  // hidden files go unmentioned
+      skipped.push_back(p.string());
+    }
   };
   if (fs::is_directory(source, ec)) {
     for (const auto& e : fs::directory_iterator(source)) {
@@ -389,6 +394,19 @@ std::vector<std::string> expand_source(const std::string& source) {
     const bool va = is_video(a), vb = is_video(b);
     return va != vb ? vb : a < b;
   });
+  if (!skipped.empty()) {
+    // Named in one line, as many as fit a glance: a photo saved as .heic is not silently left out.
+    std::sort(skipped.begin(), skipped.end());
+    std::string names;
+    for (size_t i = 0; i < std::min<size_t>(skipped.size(), 5); ++i) {
+      names += (i ? ", " : "") + fs::path(skipped[i]).filename().string();
+    }
+    if (skipped.size() > 5) names += " and " + std::to_string(skipped.size() - 5) + " more";
+    log_warn(one_line("--source: " + std::to_string(skipped.size()) + " file(s) at '" + source +
+                      "' skipped, neither image nor video by their names: " + names +
+                      " (images: bmp dng jpeg jpg mpo pfm png tif tiff webp; videos: asf avi "
+                      "gif m4v mkv mov mp4 mpeg mpg ts wmv)"));
+  }
   if (files.empty()) {
     throw UsageError("--source: no images or videos found at '" + source + "'");
   }

@@ -240,7 +240,7 @@ std::string run_detect(const DetectConfig& cfg) {
       }
       char t[32];
       std::snprintf(t, sizeof(t), "%.1fms", ms);
-      log_info(s + t + " [" + when + "]");
+      log_info(one_line(s) + t + " [" + when + "]");
     }
   }
   videos.close();

@@ -93,8 +93,16 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   io.augment = a.augment;
   InferenceModel model(weights, io);
   ValOutcome out;
-  out.data_yaml = data.empty() ? model.checkpoint_data() : data;
-  if (out.data_yaml.empty()) throw UsageError("--data: required for " + weights);
+  out.data_yaml = data;
+  if (data.empty()) {
+    // The data the weights were trained on, said before it is read: a checkpoint from an older
+    // run may hold a path relative to wherever that run was started.
+    if (model.checkpoint_data().empty()) throw UsageError("--data: required for " + weights);
+    out.data_yaml = resolve_config(model.checkpoint_data(), ConfigKind::kData,
+                                   weights + "'s training data (pass --data to choose)");
+    log_info("data: " + out.data_yaml + " (" + weights +
+             " was trained on it; --data chooses another)");
+  }
   const bool single_cls = a.single_cls || model.single_cls();
   const int gs = model.stride();
   int imgsz = check_img_size(imgsz_flag, gs);
@@ -109,8 +117,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
              std::to_string(std::min(out.shape_h, out.shape_w)));
     imgsz = std::min(out.shape_h, out.shape_w);
   }
-  const DatasetConfig dc =
-      load_dataset_config(resolve_config(out.data_yaml, ConfigKind::kData, "--data"));
+  const DatasetConfig dc = load_dataset_config(out.data_yaml);
   if (!model.pytorch() && !single_cls && dc.nc != model.nc()) {
     throw UsageError("--data: " + dc.yaml_path + " names " + std::to_string(dc.nc) +
                      " classes but " + weights + " detects " + std::to_string(model.nc()) +

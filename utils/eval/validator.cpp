@@ -328,8 +328,8 @@ std::string format_val_table(const ValResult& r, const std::vector<std::string>&
     for (size_t k = 0; k < r.ap.classes.size(); ++k) {
       const int c = r.ap.classes[k];
       s << "\n"
-        << row(class_name(names, c), r.seen, r.nt.at(c), r.ap.p[k], r.ap.r[k], r.ap.ap50(k),
-               r.ap.ap_mean(k));
+        << row(one_line(class_name(names, c)), r.seen, r.nt.at(c), r.ap.p[k], r.ap.r[k],
+               r.ap.ap50(k), r.ap.ap_mean(k));
     }
   }
   return s.str();

@@ -3,9 +3,12 @@
 #include <caffe2/serialize/read_adapter_interface.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+
+#include "utils/core/format.h"
 
 namespace yolo {
 namespace {
@@ -29,7 +32,69 @@ class BoundedReadAdapter final : public caffe2::serialize::ReadAdapterInterface 
   const std::vector<char>& bytes_;
 };
 
+uint64_t le(const std::vector<char>& b, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+
+// A member's uncompressed size from its zip64 extra field (id 1), which holds the 64-bit values
+// of exactly those header fields that are 0xFFFFFFFF, uncompressed size first.
+uint64_t zip64_size(const std::vector<char>& b, size_t extra, size_t extra_len, uint64_t size32) {
+  if (size32 != 0xFFFFFFFFu) return size32;
+  for (size_t at = extra; at + 4 <= extra + extra_len;) {
+    const uint64_t id = le(b, at, 2), len = le(b, at + 2, 2);
+    if (id == 1 && len >= 8 && at + 12 <= b.size()) return le(b, at + 4, 8);
+    at += 4 + len;
+  }
+  return UINT64_MAX;  // claims zip64 without saying: as large as can be
+}
+
 }  // namespace
+
+std::string zip_inflation_problem(const std::vector<char>& b) {
+  // The end-of-central-directory record: 22 bytes, then a comment of up to 64 KiB.
+  size_t eocd = std::string::npos;
+  for (size_t back = 22; back <= std::min<size_t>(b.size(), 22 + 65535); ++back) {
+    if (le(b, b.size() - back, 4) == 0x06054b50) {
+      eocd = b.size() - back;
+      break;
+    }
+  }
+  if (eocd == std::string::npos) return "";  // not a zip's tail: the reader says it is damaged
+  uint64_t entries = le(b, eocd + 10, 2), offset = le(b, eocd + 16, 4);
+  if ((entries == 0xFFFF || offset == 0xFFFFFFFFu) && eocd >= 20 &&
+      le(b, eocd - 20, 4) == 0x07064b50) {  // zip64: its locator, then its own record
+    const uint64_t z = le(b, eocd - 20 + 8, 8);
+    if (z + 56 > b.size() || le(b, z, 4) != 0x06064b50) return "";
+    entries = le(b, z + 32, 8);
+    offset = le(b, z + 48, 8);
+  }
+  // Within what the file can hold: torch.save stores its members uncompressed, and deflate
+  // reaches at most about 1032:1, which no model needs.
+  const uint64_t bound = 16 * static_cast<uint64_t>(b.size()) + (uint64_t(16) << 20);
+  uint64_t total = 0;
+  size_t at = offset;
+  for (uint64_t i = 0; i < entries && at + 46 <= b.size() && le(b, at, 4) == 0x02014b50; ++i) {
+    const size_t name_len = le(b, at + 28, 2), extra_len = le(b, at + 30, 2),
+                 comment_len = le(b, at + 32, 2);
+    if (at + 46 + name_len + extra_len > b.size()) break;
+    const uint64_t size = zip64_size(b, at + 46 + name_len, extra_len, le(b, at + 24, 4));
+    const std::string name(b.data() + at + 46, name_len);
+    total = size > bound ? bound + 1 : total + size;
+    if (total > bound) {
+      return "refused: its zip member '" + one_line(name) + "' would inflate to " +
+             (size == UINT64_MAX ? std::string("an unstated size")
+                                 : std::to_string(size) + " bytes") +
+             ", more than a " + std::to_string(b.size()) + "-byte file can hold (at most " +
+             std::to_string(bound) +
+             " bytes in all); the file is damaged or built to exhaust "
+             "memory";
+    }
+    at += 46 + name_len + extra_len + comment_len;
+  }
+  return "";
+}
 
 std::vector<char> read_torch_zip_bytes(const std::string& path, const std::string& kind,
                                        const std::string& hint) {
@@ -40,6 +105,10 @@ std::vector<char> read_torch_zip_bytes(const std::string& path, const std::strin
     throw std::runtime_error(
         path + ": not a " + kind +
         ": not a zip-format torch.save file (empty, legacy or foreign format)" + hint);
+  }
+  // Before any member is read: the reader allocates what a member's header claims.
+  if (const std::string why = zip_inflation_problem(bytes); !why.empty()) {
+    throw std::runtime_error(path + ": " + why);
   }
   return bytes;
 }

@@ -16,6 +16,12 @@ namespace yolo {
 std::vector<char> read_torch_zip_bytes(const std::string& path, const std::string& kind,
                                        const std::string& hint);
 
+// What is wrong with the zip in `bytes` as to memory, or "": a member whose header claims more
+// than the file could reasonably inflate to (16 times its size plus 16 MiB, over all members) is
+// refused before anything is inflated, since the reader allocates what the header claims. Each
+// member then inflates into exactly that much, no more.
+std::string zip_inflation_problem(const std::vector<char>& bytes);
+
 // A stream reader over `bytes` (which must outlive it) that never reads past them.
 std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_torch_zip(
     const std::vector<char>& bytes);
