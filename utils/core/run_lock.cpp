@@ -40,7 +40,14 @@ std::shared_ptr<RunLock> RunLock::acquire(const std::string& dir) {
   // A forked child inherits the map but not the lock (flock's belongs to the parent's process).
   if (auto mine = held()[key].lock(); mine && mine->pid_ == ::getpid()) return mine;
   const std::string file = (fs::path(dir) / ".lock").string();
-  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // A lock file another user made, or a folder this process may not write: flock works on a
+  // read-only descriptor too (the pid then stays unwritten), and a folder that cannot be
+  // written fails at the run's first file, with the message that belongs there.
+  if (fd < 0 && (errno == EACCES || errno == EROFS)) {
+    fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+  }
   if (fd < 0) {
     throw std::runtime_error("cannot lock the run folder " + dir + ": cannot create " + file +
                              " (" + std::strerror(errno) + ")");

@@ -15,7 +15,9 @@ class RunLock {
   // Locks `dir` (which must exist) for this process, or returns the lock this process already
   // holds on it (evolution trains its generations in one folder). Throws std::runtime_error
   // naming the folder and the holder's pid when another process holds it, or naming the folder
-  // and the OS error when the lock file cannot be made.
+  // and the OS error when the lock file cannot be made. Returns nullptr, no lock, in a folder
+  // this process may not write and without a lock file there: nothing can be written then, and
+  // the run's first write says so.
   static std::shared_ptr<RunLock> acquire(const std::string& dir);
   ~RunLock();
   RunLock(const RunLock&) = delete;

@@ -183,12 +183,15 @@ std::map<int, int> save_results(const DetectConfig& cfg, const std::vector<std::
   return counts;
 }
 
-void warn_unknown_classes(const std::vector<int>& classes, const std::vector<std::string>& names) {
+// A class the model does not have filters everything of it out: a run that can find nothing the
+// user asked for is refused before it starts, naming the class.
+void check_classes(const std::vector<int>& classes, const std::vector<std::string>& names) {
   for (int c : classes) {
     if (c < 0 || c >= static_cast<int>(names.size())) {
-      log_warn("--classes " + std::to_string(c) + ": the model has " +
-               std::to_string(names.size()) + " classes (0-" + std::to_string(names.size() - 1) +
-               "), so nothing of class " + std::to_string(c) + " can be found");
+      throw UsageError("--classes " + std::to_string(c) + ": the model has " +
+                       std::to_string(names.size()) + " classes (0-" +
+                       std::to_string(names.size() - 1) + "), so nothing of class " +
+                       std::to_string(c) + " can be found");
     }
   }
 }
@@ -201,7 +204,7 @@ std::string run_detect(const DetectConfig& cfg) {
   so.stream_buffer = cfg.stream_buffer;
   Detector detector(cfg.weights, detector_options(cfg));
   const std::vector<std::string>& names = detector.names();
-  warn_unknown_classes(cfg.classes, names);
+  check_classes(cfg.classes, names);
   std::unique_ptr<FrameSource> source = open_source(cfg.source, so);
   const fs::path save_dir =
       increment_path((fs::path(cfg.project) / cfg.name).string(), cfg.exist_ok, true);
