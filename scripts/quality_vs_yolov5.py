@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Learning curves side by side: our build/bin/train against YOLOv5 v7.0's train.py (the `yolov5`
 7.0.14 package from PyPI, on the same torch), both from scratch on the same data, model, image
-size, batch and hyperparameters (hyp.scratch-low), over several seeds.
+size, batch, hyperparameters (--hyp, default hyp.scratch-low) and optimizer, over several
+seeds.
 
 Every run validates each epoch and writes results.csv. Each run length in --epochs is its own set
 of runs (the LR schedule depends on the total); runs go --jobs at a time, ours and YOLOv5
@@ -62,6 +63,9 @@ def parse_args():
     ap.add_argument("--cfg", default="yolov5n")
     ap.add_argument("--imgsz", type=int, help=f"default {DEFAULTS['imgsz']}")
     ap.add_argument("--batch", type=int, help=f"default {DEFAULTS['batch']}")
+    ap.add_argument("--hyp", default="hyp.scratch-low.yaml",
+                    help="a file in hyp/ or a path, given to both trainers")
+    ap.add_argument("--optimizer", default="SGD", choices=("SGD", "Adam", "AdamW"))
     ap.add_argument("--epochs", help="run lengths, comma-separated, each its own set of runs "
                     f"(default {DEFAULTS['epochs']})")
     ap.add_argument("--seeds", type=int, help=f"seeds 0..N-1 (default {DEFAULTS['seeds']})")
@@ -177,7 +181,8 @@ class Run:
         common = ["--data", str(data_yaml), "--cfg", f"{args.cfg}.yaml", "--imgsz",
                   str(args.imgsz), "--batch-size", str(args.batch), "--epochs", str(self.epochs),
                   "--seed", str(self.seed), "--project", str(out / "runs"), "--name", self.name,
-                  "--exist-ok", "--noplots"]
+                  "--hyp", str(args.hyp_path), "--optimizer", args.optimizer, "--exist-ok",
+                  "--noplots"]
         if self.trainer == "ours":
             return [args.train] + common
         return [sys.executable, "-m", "yolov5.train", "--weights", ""] + common
@@ -330,6 +335,10 @@ def plot(path, title, curve, epochs, threshold):
 
 def main():
     args = parse_args()
+    args.hyp_path = Path(args.hyp) if Path(args.hyp).is_file() else ROOT / "hyp" / args.hyp
+    if not args.hyp_path.is_file():
+        raise SystemExit(f"{PROG}: --hyp {args.hyp}: no such file (here or in {ROOT / 'hyp'})")
+    args.hyp_path = args.hyp_path.resolve()
     out = Path(args.out).resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -341,7 +350,8 @@ def main():
             for t in args.trainers]  # interleaved, so drift hits both trainers
     version = importlib.metadata.version("yolov5")
     print(f"data: {desc}, {sizes['train']} train + {sizes['val']} val images; {args.cfg}, "
-          f"{args.imgsz} px, batch {args.batch}; {len(runs)} run{'s' * (len(runs) != 1)}, "
+          f"{args.imgsz} px, batch {args.batch}, {args.hyp_path.name}, {args.optimizer}; "
+          f"{len(runs)} run{'s' * (len(runs) != 1)}, "
           f"{args.jobs} at a time with OMP_NUM_THREADS={args.threads}; logs in {out / 'logs'}",
           flush=True)
     execute(runs, args, data, env, out)
@@ -351,7 +361,8 @@ def main():
                       for t in args.trainers}
         curve = curves(by_trainer, e)
         title = (f"ours vs YOLOv5 {version}: {desc} ({sizes['train']} train + {sizes['val']} val "
-                 f"images), {args.cfg}, {args.imgsz} px, batch {args.batch}, {e} epochs, seeds "
+                 f"images), {args.cfg}, {args.imgsz} px, batch {args.batch}, "
+                 f"{args.hyp_path.name}, {args.optimizer}, {e} epochs, seeds "
                  f"0-{args.seeds - 1}")
         write_csv(out / f"curves_e{e}.csv", curve, e)
         plot(out / f"curves_e{e}.png", title, curve, e, args.threshold)

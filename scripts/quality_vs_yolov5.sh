@@ -5,7 +5,9 @@
 # (scripts/quality_vs_yolov5.py).
 #
 # Usage: scripts/quality_vs_yolov5.sh [--data shapes|coco128|PATH.yaml] [--cfg yolov5n]
-#                                     [--imgsz 256] [--batch 16] [--epochs 30[,60...]] [--seeds 5]
+#                                     [--imgsz 256] [--batch 16] [--hyp hyp.scratch-low.yaml]
+#                                     [--optimizer SGD|Adam|AdamW]
+#                                     [--epochs 30[,60...]] [--seeds 5]
 #                                     [--threshold 0.5] [--jobs 2] [--threads N] [--max-images N]
 #                                     [--trainers ours,yolov5] [--train build/bin/train]
 #                                     [--out runs/quality_vs_yolov5] [--resume-existing] [--smoke]

@@ -449,10 +449,22 @@ TEST(Hyp, TypedMembersAreTheNamedValues) {
 }
 
 TEST(Hyp, ShippedFilesLoad) {
-  for (const char* f : {"hyp.scratch-low.yaml", "hyp.scratch-med.yaml", "hyp.scratch-high.yaml"}) {
+  for (const char* f : {"hyp.scratch-low.yaml", "hyp.scratch-med.yaml", "hyp.scratch-high.yaml",
+                        "hyp.scratch-short.yaml"}) {
     const yolo::Hyp h = yolo::load_hyp(yolo::project_root() + "/hyp/" + f);
     EXPECT_GT(h.lr0, 0.0) << f;
     EXPECT_FALSE(h.has_anchors) << f;
+  }
+}
+
+// The short-schedule file is YOLOv5's scratch-low with AdamW's learning rate, and nothing else.
+TEST(Hyp, ShortScheduleDiffersFromScratchLowOnlyInLearningRate) {
+  const yolo::Hyp low = yolo::load_hyp(yolo::project_root() + "/hyp/hyp.scratch-low.yaml");
+  const yolo::Hyp fast = yolo::load_hyp(yolo::project_root() + "/hyp/hyp.scratch-short.yaml");
+  EXPECT_DOUBLE_EQ(fast.lr0, 0.002);
+  EXPECT_DOUBLE_EQ(fast.lrf, 0.1);
+  for (const std::string& key : yolo::required_hyp_keys()) {
+    if (key != "lr0" && key != "lrf") EXPECT_DOUBLE_EQ(fast.at(key), low.at(key)) << key;
   }
 }
 
