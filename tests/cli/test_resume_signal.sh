@@ -12,7 +12,9 @@ cd "$tmp"
   --workers 1 --noplots --noautoanchor --project "$tmp/runs" --device cpu >"$tmp/log" 2>&1 &
 pid=$!
 last="$tmp/runs/exp/weights/last.pt"
-for _ in $(seq 1 600); do  # up to 60 s for epoch 0 to finish
+# Up to 240 s for epoch 0 to finish: a few seconds alone, but ctest -j runs it beside other
+# training tests, and then an epoch has taken a minute.
+for _ in $(seq 1 2400); do
   [ -f "$last" ] && break
   kill -0 $pid 2>/dev/null || break
   sleep 0.1
