@@ -113,12 +113,11 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    amp = a.amp
     amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
     torch.backends.cudnn.benchmark = True
     m = YOLOv5(2 if a.model == "yolov5s" else 1).to(dev).train()
     print(sum(p.numel() for p in m.parameters()))
-    scaler = torch.amp.GradScaler("cuda") if amp and dev.type == "cuda" else None
+    scaler = torch.amp.GradScaler("cuda") if a.amp and dev.type == "cuda" else None
     x = torch.rand(a.batch, 3, a.imgsz, a.imgsz, device=dev)
     if a.channels_last:
         m = m.to(memory_format=torch.channels_last)
@@ -133,7 +132,7 @@ def main():
         m.zero_grad(set_to_none=True)
         sync()
         t0 = time.perf_counter()
-        with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):
+        with torch.autocast(dev.type, dtype=amp_dtype, enabled=a.amp):
             out = m(x)
             loss = sum(o.float().square().mean() for o in out)
         sync()
