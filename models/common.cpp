@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "models/batch_norm_silu.h"
+
 namespace yolo {
 
 namespace {
@@ -175,10 +177,20 @@ void ConvImpl::init(int c1, int c2, std::array<int, 2> k, std::array<int, 2> s,
   register_module("bn", bn);
 }
 
+namespace {
+// silu(norm(x)), as one kernel where batch_norm_silu applies.
+torch::Tensor norm_then_silu(torch::nn::AnyModule& norm, const torch::Tensor& x) {
+  auto* bn = dynamic_cast<torch::nn::BatchNorm2dImpl*>(norm.ptr().get());
+  if (bn && batch_norm_silu_applies(x, *bn)) return batch_norm_silu(x, *bn);
+  return torch::silu(norm.forward(x));
+}
+}  // namespace
+
 torch::Tensor ConvImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = conv->forward(x);
-  if (!fused_) y = bn_.forward(y);
-  return activation_(y);
+  if (fused_) return activation_(y);
+  if (activation_.kind == Activation::Kind::kSiLU) return norm_then_silu(bn_, y);
+  return activation_(bn_.forward(y));
 }
 
 void ConvImpl::replace_norm(torch::nn::AnyModule norm) {
@@ -343,7 +355,7 @@ torch::Tensor BottleneckCSPImpl::forward(const torch::Tensor& x) {
   const torch::Tensor y1 = cv3->forward(m->forward(cv1->forward(x)));
   const torch::Tensor y2 = cv2->forward(x);
   // Its own SiLU, whatever the model's Conv activation (as YOLOv5 builds it).
-  return cv4->forward(torch::silu(bn_.forward(torch::cat({y1, y2}, 1))));
+  return cv4->forward(norm_then_silu(bn_, torch::cat({y1, y2}, 1)));
 }
 
 void BottleneckCSPImpl::replace_norm(torch::nn::AnyModule norm) {
