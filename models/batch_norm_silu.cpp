@@ -97,8 +97,11 @@ YOLO_CPU_CLONES void forward_range(const float* __restrict x, float* __restrict 
 }
 
 // Backward's first pass: g = gz * silu'(y), y = (x - mean) * a + beta, written to g; sums of g
-// and of g * (x - mean) added into s1 and s2.
-YOLO_CPU_CLONES void backward_sum_range(const float* __restrict gz, const float* __restrict x,
+// and of g * (x - mean) added into s1 and s2. gz's rows (pixels) lie gz_stride floats apart: C
+// for a channels-last tensor, more for a channel slice of a wider one (what torch::cat's backward
+// passes on), whose rows are gathered block by block into gz_rows.
+YOLO_CPU_CLONES void backward_sum_range(const float* __restrict gz, int64_t gz_stride, int64_t C,
+                                        float* __restrict gz_rows, const float* __restrict x,
                                         float* __restrict g, int64_t e0, int64_t e1, int64_t B,
                                         const float* __restrict mean, const float* __restrict a,
                                         const float* __restrict beta, float* __restrict f1,
@@ -111,6 +114,12 @@ YOLO_CPU_CLONES void backward_sum_range(const float* __restrict gz, const float*
     for (int64_t b = e; b < end; b += B) {
       const int64_t len = std::min(B, end - b);
       const float* __restrict gzb = gz + b;
+      if (gz_stride != C) {
+        for (int64_t r = 0; r < len / C; ++r) {
+          std::memcpy(gz_rows + r * C, gz + (b / C + r) * gz_stride, C * sizeof(float));
+        }
+        gzb = gz_rows;
+      }
       const float* __restrict xb = x + b;
       float* __restrict gb = g + b;
       for (int64_t i = 0; i < len; ++i) {
@@ -191,6 +200,18 @@ std::pair<std::vector<double>, std::vector<double>> channel_sums(int64_t n, int6
   return {std::move(c1), std::move(c2)};
 }
 
+// The distance in floats between the rows (pixels) of a float NHWC tensor whose rows are
+// contiguous but may be slices of wider rows, as a channel slice of a channels-last tensor is;
+// 0 for any other layout.
+int64_t nhwc_row_stride(const torch::Tensor& t) {
+  if (t.scalar_type() != torch::kFloat || !t.device().is_cpu() || t.dim() != 4) return 0;
+  const int64_t C = t.size(1), H = t.size(2), W = t.size(3), s = t.stride(3);
+  if (W < 2 || t.stride(1) != 1 || s < C) return 0;
+  if (H > 1 && t.stride(2) != W * s) return 0;
+  if (t.size(0) > 1 && t.stride(0) != H * W * s) return 0;
+  return s;
+}
+
 // z = silu(x * a + b), a and b per channel.
 torch::Tensor silu_of_affine(const torch::Tensor& x, const std::vector<double>& a,
                              const std::vector<double>& b) {
@@ -227,8 +248,11 @@ class BatchNormSilu : public torch::autograd::Function<BatchNormSilu> {
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& x = saved[0];
-    const torch::Tensor gz = grads[0].contiguous(at::MemoryFormat::ChannelsLast);
     const int64_t C = x.size(1), B = block_size(C), n = x.numel(), rows = n / C;
+    const int64_t sliced = nhwc_row_stride(grads[0]);
+    const torch::Tensor gz =
+        sliced ? grads[0] : grads[0].contiguous(at::MemoryFormat::ChannelsLast);
+    const int64_t gz_stride = sliced ? sliced : C;
     const std::vector<double> w = values(saved[1]), beta = values(saved[2]), m = values(saved[3]),
                               is = values(saved[4]);
     std::vector<double> a(C);
@@ -239,8 +263,9 @@ class BatchNormSilu : public torch::autograd::Function<BatchNormSilu> {
     float* gp = g.data_ptr<float>();
     auto [s1, s2] = channel_sums(
         n, C, B, [&](int64_t e0, int64_t e1, float* f1, float* f2, double* a1, double* a2) {
-          backward_sum_range(gzp, xp, gp, e0, e1, B, mt.data(), at.data(), bt.data(), f1, f2, a1,
-                             a2);
+          std::vector<float> gz_rows(gz_stride == C ? 0 : B);
+          backward_sum_range(gzp, gz_stride, C, gz_rows.data(), xp, gp, e0, e1, B, mt.data(),
+                             at.data(), bt.data(), f1, f2, a1, a2);
         });
     // d bias = sum(g); d weight = sum(g * xhat) = invstd * sum(g * (x - mean));
     // dx = a * (g - d bias / n - xhat * d weight / n).
