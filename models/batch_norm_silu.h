@@ -5,13 +5,14 @@
 
 namespace yolo {
 
-// BatchNorm2d followed by SiLU in one kernel on the CPU, for float32 activations in channels-last
-// (NHWC) memory, CPU training's default layout. Two passes over the activation instead of five
-// in training, and in backward four instead of eight; autograd saves only the BatchNorm's input
-// (the unfused pair also saves its output for SiLU's backward), so a Conv block keeps one
-// activation alive instead of two. Same mathematics as torch::silu(bn(x)), including the running
-// statistics' update; float32 sums are accumulated per channel in double, so results agree with
-// the unfused ops to float rounding, not bit for bit.
+// BatchNorm2d followed by SiLU as one kernel on the CPU, for float32 activations in channels-last
+// (NHWC) memory, CPU training's default layout. Forward makes two passes over the activation
+// (batch statistics, then normalise and activate) and writes one tensor, where the two ATen ops
+// make three passes and write two; backward makes two passes where they make three. Autograd
+// keeps only the BatchNorm's input (the unfused pair also keeps its output for SiLU's backward),
+// so a Conv block holds one activation for backward instead of two. Same mathematics as
+// torch::silu(bn(x)), running statistics included; per-channel sums are kept in double, so results
+// agree with the unfused ops to float rounding, not bit for bit.
 
 // Whether batch_norm_silu can run `bn` on x here: a CPU float32 4-D tensor in channels-last
 // memory, a BatchNorm with affine parameters, running statistics and a fixed momentum, and, in
