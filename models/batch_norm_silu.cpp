@@ -217,11 +217,11 @@ torch::Tensor silu_of_affine(const torch::Tensor& x, const std::vector<double>& 
                              const std::vector<double>& b) {
   const int64_t C = x.size(1), B = block_size(C);
   torch::Tensor z = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
-  const std::vector<float> at = tiled(a, B), bt = tiled(b, B);
+  const std::vector<float> a_tiled = tiled(a, B), b_tiled = tiled(b, B);
   const float* xp = x.data_ptr<float>();
   float* zp = z.data_ptr<float>();
   for_blocks(x.numel(), B, [&](int64_t e0, int64_t e1) {
-    forward_range(xp, zp, e0, e1, B, at.data(), bt.data());
+    forward_range(xp, zp, e0, e1, B, a_tiled.data(), b_tiled.data());
   });
   return z;
 }
@@ -257,15 +257,16 @@ class BatchNormSilu : public torch::autograd::Function<BatchNormSilu> {
                               is = values(saved[4]);
     std::vector<double> a(C);
     for (int64_t c = 0; c < C; ++c) a[c] = w[c] * is[c];
-    const std::vector<float> mt = tiled(m, B), at = tiled(a, B), bt = tiled(beta, B);
+    const std::vector<float> m_tiled = tiled(m, B), a_tiled = tiled(a, B),
+                             beta_tiled = tiled(beta, B);
     torch::Tensor g = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
     const float *gzp = gz.data_ptr<float>(), *xp = x.data_ptr<float>();
     float* gp = g.data_ptr<float>();
     auto [s1, s2] = channel_sums(
         n, C, B, [&](int64_t e0, int64_t e1, float* f1, float* f2, double* a1, double* a2) {
           std::vector<float> gz_rows(gz_stride == C ? 0 : B);
-          backward_sum_range(gzp, gz_stride, C, gz_rows.data(), xp, gp, e0, e1, B, mt.data(),
-                             at.data(), bt.data(), f1, f2, a1, a2);
+          backward_sum_range(gzp, gz_stride, C, gz_rows.data(), xp, gp, e0, e1, B, m_tiled.data(),
+                             a_tiled.data(), beta_tiled.data(), f1, f2, a1, a2);
         });
     // d bias = sum(g); d weight = sum(g * xhat) = invstd * sum(g * (x - mean));
     // dx = a * (g - d bias / n - xhat * d weight / n).
@@ -275,9 +276,10 @@ class BatchNormSilu : public torch::autograd::Function<BatchNormSilu> {
       k0[c] = -a[c] * s1[c] / rows;
       k1[c] = -a[c] * is[c] * grad_w[c] / rows;
     }
-    const std::vector<float> k0t = tiled(k0, B), k1t = tiled(k1, B);
+    const std::vector<float> k0_tiled = tiled(k0, B), k1_tiled = tiled(k1, B);
     for_blocks(n, B, [&](int64_t e0, int64_t e1) {
-      backward_apply_range(gp, xp, e0, e1, B, mt.data(), at.data(), k0t.data(), k1t.data());
+      backward_apply_range(gp, xp, e0, e1, B, m_tiled.data(), a_tiled.data(), k0_tiled.data(),
+                           k1_tiled.data());
     });
     return {g, channel_tensor(grad_w), channel_tensor(s1), torch::Tensor(), torch::Tensor()};
   }
