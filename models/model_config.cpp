@@ -154,14 +154,7 @@ ModelSpec parse_model_spec_file(const std::string& path) {
 }
 
 ModelSpec parse_model_spec_string(const std::string& yaml, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    throw std::runtime_error(source + ":" + std::to_string(e.mark.line + 1) +
-                             ": YAML syntax error: " + e.msg);
-  }
-  return parse_node(root, source);
+  return parse_node(load_yaml_text(yaml, source), source);
 }
 
 }  // namespace yolo

@@ -55,6 +55,21 @@ WeightsFile read_weights_file(const std::string& path) {
   if (model && to_state_dict(*model, out.weights)) {
     const PyValue* opt = root->find("opt");
     if (opt && opt->is(PyValue::Type::kStr)) out.opt_yaml = opt->text;
+    const PyValue* yaml = root->find("model_yaml");
+    if (yaml && yaml->is(PyValue::Type::kStr)) out.model_yaml = yaml->text;
+    if (const PyValue* names = root->find("names")) {
+      if (!names->is(PyValue::Type::kList)) {
+        throw std::runtime_error(path + ": key 'names' is a " + names->type_name() +
+                                 ", not a list of class names");
+      }
+      for (const PyRef& n : names->items) {
+        if (!n->is(PyValue::Type::kStr)) {
+          throw std::runtime_error(path + ": key 'names' holds a " + n->type_name() +
+                                   ", not a class name");
+        }
+        out.names.push_back(n->text);
+      }
+    }
     return out;
   }
   throw std::runtime_error(path +

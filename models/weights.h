@@ -20,8 +20,12 @@ using StateDict = std::map<std::string, torch::Tensor>;
 StateDict state_dict(const torch::nn::Module& module);
 
 struct WeightsFile {
-  StateDict weights;                       // what training starts from (float32 for YOLOv5's)
-  std::string opt_yaml;                    // this trainer's checkpoints: the run's opt.yaml text
+  StateDict weights;     // what training starts from (float32 for YOLOv5's)
+  std::string opt_yaml;  // this trainer's checkpoints: the run's opt.yaml text
+  // This trainer's checkpoints (empty in files written before they carried them): the model
+  // YAML's text and the classes, so that the file alone says what it detects.
+  std::string model_yaml;
+  std::vector<std::string> names;
   std::optional<Yolov5Checkpoint> yolov5;  // set for YOLOv5's own .pt files
 };
 

@@ -135,7 +135,10 @@ def main():
     if anchors is None or head is None:
         fail(f"{a.weights}: no Detect layer (model.{last}.anchors, model.{last}.m.0.weight)")
     nc = head.shape[0] // anchors.shape[1] - 5
-    cfg = read_yaml(find_cfg(opt, a.cfg, yolov5_dir), "cfg")
+    if ck.get("model_yaml") and not a.cfg:  # the architecture the checkpoint carries
+        cfg = yaml.safe_load(ck["model_yaml"])
+    else:
+        cfg = read_yaml(find_cfg(opt, a.cfg, yolov5_dir), "cfg")
     model = DetectionModel(cfg, ch=3, nc=nc)
     try:
         missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()},
@@ -145,7 +148,13 @@ def main():
     if missing or unexpected:
         fail(f"the weights do not fit the model YAML: missing {missing[:5]}, unexpected "
              f"{unexpected[:5]}; give the run's model YAML with --cfg")
-    model.names = class_names(opt, a.data, nc)
+    saved = ck.get("names")
+    if saved and not a.data:  # the classes the checkpoint carries
+        if len(saved) != nc:
+            fail(f"{a.weights}: 'names' lists {len(saved)} classes, the weights detect {nc}")
+        model.names = dict(enumerate(saved))
+    else:
+        model.names = class_names(opt, a.data, nc)
     model.nc = nc
     model.hyp = hyp
     model.eval()

@@ -25,7 +25,8 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
       Bind("cfg", &C::cfg, "model YAML (default: from the checkpoint)").metavar("PATH"),
       Bind("imgsz", &C::imgsz, "inference size: one number (square) or height and width")
           .alias("--img")
-          .alias("--img-size"),
+          .alias("--img-size")
+          .check(yolo::cli::image_sizes),
       Bind("conf-thres", &C::conf_thres, "confidence threshold").check(in_range(0, 1)),
       Bind("iou-thres", &C::iou_thres, "NMS IoU threshold").check(in_range(0, 1)),
       Bind("max-det", &C::max_det, "maximum detections per image")

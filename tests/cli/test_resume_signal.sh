@@ -8,7 +8,10 @@ trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 write_shapes_yaml "$tmp"
 cd "$tmp"
-"$BIN/train" --data "$tmp/data.yaml" --cfg yolov5n.yaml --imgsz 64 --epochs 3 --batch-size 16 \
+# A model YAML of its own, deleted before the resume: last.pt carries the architecture.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cp "$ROOT/configs/models/yolov5n.yaml" "$tmp/model.yaml"
+"$BIN/train" --data "$tmp/data.yaml" --cfg "$tmp/model.yaml" --imgsz 64 --epochs 3 --batch-size 16 \
   --workers 1 --noplots --noautoanchor --project "$tmp/runs" --device cpu >"$tmp/log" 2>&1 &
 pid=$!
 last="$tmp/runs/exp/weights/last.pt"
@@ -33,12 +36,20 @@ if "$PY" -c "import sys, torch; sys.exit(int(torch.__version__.split('.')[0]) < 
 import sys, torch
 c = torch.load(sys.argv[1], weights_only=True)
 assert c["optimizer"]["param_groups"][0]["params"], "no optimizer state"
+assert c["names"] == ["circle", "rectangle", "triangle"] and c["nc"] == 3, (c["names"], c["nc"])
+assert "backbone:" in c["model_yaml"], "no model YAML text"
 EOF
 else
   echo "no torch 2.x in $PY: the weights_only check is skipped"
 fi
+rm "$tmp/model.yaml"
+sed -i 's/names: \[circle, rectangle, triangle\]/names: [c1, c2, c3]/' "$tmp/data.yaml"
 "$BIN/train" --resume "$last" >"$tmp/log2" 2>&1 || { echo "FAIL: resume failed"; tail -20 "$tmp/log2"; exit 1; }
 grep -q "Resuming training" "$tmp/log2" || { echo "FAIL: did not resume"; tail -5 "$tmp/log2"; exit 1; }
+grep -qF "model.yaml is gone; resuming with the model YAML saved in $last" "$tmp/log2" ||
+  { echo "FAIL: the deleted model YAML is not said"; tail -5 "$tmp/log2"; exit 1; }
+grep -qF "the run keeps the checkpoint's names" "$tmp/log2" ||
+  { echo "FAIL: the renamed classes are not said"; tail -5 "$tmp/log2"; exit 1; }
 rows=$(($(wc -l <"$tmp/runs/exp/results.csv") - 1))
 [ "$rows" -eq 3 ] || { echo "FAIL: results.csv has $rows rows, want 3"; exit 1; }
 "$BIN/train" --resume "$last" --epochs 9 >"$tmp/log3" 2>&1

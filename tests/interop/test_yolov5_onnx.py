@@ -1,7 +1,8 @@
 """Usage: test_yolov5_onnx.py BIN_DIR FIXTURE_DIR WORK_DIR
 Deploying through YOLOv5: scripts/to_yolov5.py turns the shared model's best.pt into a YOLOv5 v7.0
 checkpoint; YOLOv5's own val.py (both pickle layouts), detect.py and export.py load it; the ONNX
-file export.py writes, run by onnxruntime with YOLOv5's NMS, finds the boxes our `detect` finds:
+file export.py writes, run by onnxruntime with YOLOv5's NMS, and its TorchScript file (a module
+returning a tuple) run by our `detect`, find the boxes our `detect` finds on the .pt:
 same class, IoU >= 0.95 and |conf difference| <= 0.01 for at least 95 % of them. (Where boxes
 crowd, scores that differ in their last digits can tip NMS the other way and change a few boxes of
 one image: an error in the model or its decoding mismatches most of them.)
@@ -78,7 +79,7 @@ def main():
         fail("YOLOv5's detect.py wrote no labels with the converted checkpoint")
 
     run([sys.executable, "-m", "yolov5.export", "--weights", y5["pip"], "--include", "onnx",
-         "--imgsz", str(IMGSZ)], os.path.join(work, "export.log"))
+         "torchscript", "--imgsz", str(IMGSZ)], os.path.join(work, "export.log"))
     onnx_path = os.path.splitext(y5["pip"])[0] + ".onnx"
     if not os.path.exists(onnx_path):
         fail(f"YOLOv5's export.py wrote no {onnx_path}")
@@ -106,6 +107,26 @@ def main():
           f"|conf diff| <= {max_dconf:.5f}); YOLOv5's val.py mAP50 {y5_maps}, ours {our_map50}")
     if frac < 0.95:
         fail(f"only {100 * frac:.1f} % of the boxes match (need 95 %); unmatched: {worst[:10]}")
+
+    # The TorchScript file YOLOv5's export.py writes returns a tuple (predictions,): our detect
+    # takes its first element, as YOLOv5's own loader does, and finds the boxes it finds on the .pt.
+    ts_path = os.path.splitext(y5["pip"])[0] + ".torchscript"
+    if not os.path.exists(ts_path):
+        fail(f"YOLOv5's export.py wrote no {ts_path}")
+    run([os.path.join(bin_dir, "detect"), "--weights", ts_path, "--source", sq, "--imgsz",
+         str(IMGSZ), "--conf-thres", str(CONF), "--iou-thres", str(IOU), "--save-txt",
+         "--save-conf", "--nosave", "--project", work, "--name", "tsdetect"],
+        os.path.join(work, "tsdetect.log"))
+    total = matched = 0
+    for f in sorted(os.listdir(sq)):
+        stem = os.path.splitext(f)[0]
+        a = label_boxes(os.path.join(work, "ourdetect", "labels"), stem, IMGSZ, IMGSZ)
+        b = label_boxes(os.path.join(work, "tsdetect", "labels"), stem, IMGSZ, IMGSZ)
+        total += max(len(a), len(b))
+        matched += match(a, b)[0]
+    print(f"TorchScript via YOLOv5's export.py in our detect: {matched}/{total} boxes match")
+    if total < 30 or matched < 0.95 * total:
+        fail(f"our detect on YOLOv5's TorchScript file: {matched}/{total} boxes match the .pt's")
 
 
 if __name__ == "__main__":

@@ -3,11 +3,18 @@
 //   rel_tool dataset ROOT [NTRAIN NVAL]   64 px images + labels, ROOT/data.yaml (3 classes)
 //   rel_tool image FILE                   one 64x64 image, format from the extension
 //   rel_tool pickle OUT KIND [ARG]        zip archive whose data.pkl is KIND (hostile_pickle.h)
-//   rel_tool check FILE...                load_checkpoint each; exit 1 naming the first failure
+//   rel_tool check FILE...                load_checkpoint each; exit 1 naming the first failure;
+//                                         prints each one's class names and model YAML size
+//   rel_tool video FILE FRAMES W H        a W x H video (codec by extension: .avi MJPG, else
+//                                         mp4v); exit 77 without OpenCV's videoio
 #include <yaml-cpp/yaml.h>
 
 #include <iostream>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#ifdef YOLO_WITH_OPENCV_VIDEOIO
+#include <opencv2/videoio.hpp>
+#endif
 #include <string>
 
 #include "../data/test_helpers.h"
@@ -32,10 +39,34 @@ int make_dataset(const std::string& root, int ntrain, int nval) {
 int check(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const yolo::Checkpoint c = yolo::load_checkpoint(argv[i]);
+    std::string names;
+    for (const std::string& n : c.names) names += (names.empty() ? "" : ",") + n;
     std::cout << "ok " << argv[i] << " epoch " << c.epoch << " (" << c.model.size()
-              << " tensors)\n";
+              << " tensors) nc " << c.nc << " names [" << names << "] model_yaml "
+              << c.model_yaml.size() << " bytes\n";
   }
   return 0;
+}
+
+int make_video(const std::string& path, int frames, int w, int h) {
+#ifdef YOLO_WITH_OPENCV_VIDEOIO
+  const bool avi = path.size() > 4 && path.substr(path.size() - 4) == ".avi";
+  cv::VideoWriter out(path,
+                      avi ? cv::VideoWriter::fourcc('M', 'J', 'P', 'G')
+                          : cv::VideoWriter::fourcc('m', 'p', '4', 'v'),
+                      10, cv::Size(w, h));
+  if (!out.isOpened()) throw std::runtime_error(path + ": cannot write a video here");
+  for (int k = 0; k < frames; ++k) {
+    cv::Mat im(h, w, CV_8UC3, cv::Scalar(20, 120, 220));
+    cv::circle(im, {(k * 3) % w, h / 2}, h / 4, cv::Scalar(240, 240, 240), -1);
+    out.write(im);
+  }
+  return 0;
+#else
+  (void)path, (void)frames, (void)w, (void)h;
+  std::cerr << "rel_tool: this build reads and writes no video\n";
+  return 77;
+#endif
 }
 
 int run(int argc, char** argv) {
@@ -53,8 +84,11 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (cmd == "check" && argc > 2) return check(argc, argv);
+  if (cmd == "video" && argc == 6) {
+    return make_video(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5]));
+  }
   std::cerr << "usage: rel_tool dataset ROOT [NTRAIN NVAL] | image FILE | pickle OUT KIND [ARG]"
-               " | check FILE...\n";
+               " | check FILE... | video FILE FRAMES W H\n";
   return 2;
 }
 

@@ -36,12 +36,15 @@ check 1 "no labels found" -- "$T" --data "$tmp/nolabels/data.yaml" "${TINY[@]}" 
 check 1 "unknown module 'SPPX'" -- "$T" --data "$tmp/data/data.yaml" "${TINY[@]}" "${into_x[@]}" \
   --cfg "$tmp/bad_model.yaml"
 after=$(snapshot)
+# The lock goes with the process that took it: a failed start leaves no .lock behind.
+[ ! -e "$run/.lock" ] || { echo "FAIL: a failed start left $run/.lock"; fails=$((fails + 1)); }
 if [ "$before" != "$after" ]; then
   echo "FAIL: failed starts changed files of $run:"
   diff <(echo "$before") <(echo "$after") || true
   fails=$((fails + 1))
 fi
 check 0 "Resuming training from $run/weights/last.pt" -- "$T" --resume "$run/weights/last.pt"
+[ ! -e "$run/.lock" ] || { echo "FAIL: a finished run left $run/.lock"; fails=$((fails + 1)); }
 rows=$(($(wc -l <"$run/results.csv") - 1))
 [ "$rows" -eq 3 ] || { echo "FAIL: the resumed run has $rows results rows, not 3"; fails=$((fails + 1)); }
 finish

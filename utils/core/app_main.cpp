@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <new>
 #include <string>
 
 #include "utils/core/errors.h"
@@ -20,7 +21,21 @@ int run_app(const char* app, const std::function<int()>& body) {
     return 2;
   } catch (const c10::Error& e) {
     // LibTorch messages carry a C++ backtrace after the first line; users need the first line.
-    log_error(std::string(app) + ": " + e.what_without_backtrace());
+    std::string what = e.what_without_backtrace();
+    const auto cut = what.find('\n');
+    if (cut != std::string::npos) what.resize(cut);
+    // The allocator's own words ("enforce fail at alloc_cpu.cpp ... can't allocate memory") say
+    // nothing of what to change.
+    if (what.find("can't allocate memory") != std::string::npos ||
+        what.find("out of memory") != std::string::npos) {
+      log_error(std::string(app) + ": not enough memory for this run (" + one_line(what) +
+                "); lower --batch-size or --imgsz");
+      return 1;
+    }
+    log_error(std::string(app) + ": " + one_line(what));
+    return 1;
+  } catch (const std::bad_alloc&) {
+    log_error(std::string(app) + ": not enough memory for this run; lower --batch-size or --imgsz");
     return 1;
   } catch (const std::exception& e) {
     log_error(std::string(app) + ": " + one_line(e.what()));

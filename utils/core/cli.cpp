@@ -119,6 +119,19 @@ std::function<std::string(const int&)> at_least(int min, const char* what) {
   };
 }
 
+std::string image_size(const int& v) {
+  if (v >= 1 && v <= kMaxImageSize) return "";
+  return "must be between 1 and " + std::to_string(kMaxImageSize) + " pixels (got " +
+         std::to_string(v) + ")";
+}
+
+std::string image_sizes(const std::vector<int>& v) {
+  for (const int s : v) {
+    if (std::string bad = image_size(s); !bad.empty()) return bad;
+  }
+  return "";
+}
+
 std::string run_name(const std::string& v) {
   if (!v.empty() && v.find('/') == std::string::npos && v != "." && v != "..") return "";
   return "must be one folder name inside --project (not empty, no '/', not '.' or '..'), got '" +

@@ -163,6 +163,11 @@ std::function<std::string(const int&)> at_least(int min, const char* what = null
 std::function<std::string(const double&)> in_range(double lo, double hi);  // [lo, hi]
 // Empty means unset (the default); anything else must be one of `choices`.
 std::function<std::string(const std::string&)> empty_or_one_of(std::vector<std::string> choices);
+// --imgsz: 1 to kMaxImageSize pixels, each of one or two sizes. Larger sizes overflow when
+// rounded to the stride, and no image of that size fits a GPU's memory.
+constexpr int kMaxImageSize = 8192;
+std::string image_size(const int& v);
+std::string image_sizes(const std::vector<int>& v);
 // --name: one folder inside --project (not empty, no '/', not "." or "..").
 std::string run_name(const std::string& v);
 std::string not_empty(const std::string& v);

@@ -86,23 +86,48 @@ std::string resolve_config(const std::string& value, ConfigKind kind, const std:
   std::string msg = flag + ": file '" + value + "' not found (looked for";
   for (size_t i = 0; i < tried.size(); ++i) msg += (i ? ", " : " ") + tried[i].string();
   msg += "); pass an existing file or a bare name from " + std::string(kind_folder(kind)) + "/";
+  const char* env = std::getenv("YOLO_ROOT");
+  if (!p.has_parent_path() && env && *env &&
+      !fs::is_directory(fs::path(env) / kind_folder(kind), ec)) {
+    msg += " (YOLO_ROOT=" + std::string(env) + " has no " + kind_folder(kind) +
+           "/: point YOLO_ROOT at the project's root, or unset it)";
+  }
   throw UsageError(msg);
+}
+
+void make_folders(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  fs::create_directories(dir, ec);
+  if (!ec) return;
+  // Name the part of the path at fault: a file where a folder should be, or one not writable.
+  fs::path at = dir;
+  while (at.has_parent_path() && at != at.parent_path() && !fs::exists(at)) at = at.parent_path();
+  std::string why = ec.message();
+  if (fs::exists(at) && !fs::is_directory(at)) {
+    why = "'" + at.string() + "' is a file, not a folder";
+  } else if (ec == std::errc::permission_denied || ec == std::errc::read_only_file_system) {
+    why = "'" + at.string() + "' cannot be written (" + ec.message() + ")";
+  }
+  throw UsageError("--project: cannot create the folder '" + dir.string() + "': " + why +
+                   "; pass a --project folder this user may write");
 }
 
 std::string increment_path(const std::string& path, bool exist_ok, bool mkdir) {
   const fs::path base(path);
   std::error_code ec;
   if (exist_ok) {
-    if (mkdir) fs::create_directories(base);
+    if (mkdir) make_folders(base);
     return base.string();
   }
   for (int n = 1; n < 10000; ++n) {
     fs::path p = n == 1 ? base : fs::path(base.string() + std::to_string(n));
     if (fs::exists(p, ec)) continue;
     if (!mkdir) return p.string();
-    if (p.has_parent_path()) fs::create_directories(p.parent_path());
+    if (p.has_parent_path()) make_folders(p.parent_path());
     // create_directory returns false when the folder appeared meanwhile: try the next number.
-    if (fs::create_directory(p)) return p.string();
+    if (fs::create_directory(p, ec)) return p.string();
+    if (ec) make_folders(p);  // says why
   }
   throw std::runtime_error(path + ": no free run dir name left (exp..exp9999)");
 }
@@ -113,6 +138,20 @@ std::string sibling_program(const std::string& program) {
   const fs::path rel = fs::relative(bin, fs::current_path(ec), ec);
   if (!ec && !rel.empty() && *rel.begin() != "..") bin = rel;
   return (bin / program).string();
+}
+
+}  // namespace yolo
+
+namespace yolo {
+
+std::string safe_file_name(const std::string& name) {
+  std::string out;
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    out += c == '/' || c == '\\' || u < 0x20 || u == 0x7f ? '_' : c;
+  }
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out.size() > 200 ? out.substr(0, 200) : out;
 }
 
 }  // namespace yolo

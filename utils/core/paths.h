@@ -1,6 +1,7 @@
 #pragma once
 // Where things are: the project root, bare config names (docs/ARCHITECTURE.md: looked up in
 // configs/models, configs/data and hyp), and incrementing run dirs (runs/train/exp, exp2, ...).
+#include <filesystem>
 #include <string>
 
 namespace yolo {
@@ -28,6 +29,14 @@ std::string sibling_program(const std::string& program);
 // YOLOv5's increment_path: returns `path` if free (or `exist_ok`), else path2, path3, ...
 // With `mkdir`, the chosen folder is created; a folder created by a concurrent run in between is
 // skipped, so two runs never share a run dir.
+// A folder the user named, and its parents, are created with errors that say which part is a file
+// or cannot be written (UsageError naming --project).
 std::string increment_path(const std::string& path, bool exist_ok, bool mkdir);
+void make_folders(const std::filesystem::path& dir);
+
+// `name` (a class name, from a data YAML or a file's metadata) as one file or folder name: path
+// separators and control bytes become '_', "", "." and ".." get a '_' in front, at most 200 bytes.
+// Every path made from such a name stays inside the folder it is put in.
+std::string safe_file_name(const std::string& name);
 
 }  // namespace yolo

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,7 +53,25 @@ std::shared_ptr<RunLock> RunLock::acquire(const std::string& dir) {
     throw std::runtime_error("cannot lock the run folder " + dir + ": cannot create " + file +
                              " (" + std::strerror(errno) + ")");
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  // The holder removes the file when it ends (below): a lock taken on a file that was removed
+  // meanwhile locks nothing, so it is taken again on the file that is there now.
+  for (int tries = 0; tries < 8 && ::flock(fd, LOCK_EX | LOCK_NB) == 0; ++tries) {
+    struct stat mine {
+    }, there{};
+    if (::fstat(fd, &mine) != 0 || ::stat(file.c_str(), &there) != 0 ||
+        mine.st_ino != there.st_ino || mine.st_dev != there.st_dev) {
+      ::close(fd);
+      fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) break;
+      continue;
+    }
+    return take(fd, file, key);
+  }
+  if (fd < 0) {
+    throw std::runtime_error("cannot lock the run folder " + dir + ": cannot create " + file +
+                             " (" + std::strerror(errno) + ")");
+  }
+  {
     const int err = errno;
     const std::string pid = read_pid(fd);
     ::close(fd);
@@ -67,16 +86,22 @@ std::shared_ptr<RunLock> RunLock::acquire(const std::string& dir) {
     throw std::runtime_error("cannot lock the run folder " + dir + " (" + file + ": " +
                              std::strerror(err) + ")");
   }
+}
+
+std::shared_ptr<RunLock> RunLock::take(int fd, const std::string& file, const std::string& key) {
   std::string pid = std::to_string(::getpid()) + "\n";
   // Best effort: the lock holds without the pid, and a second process then names none.
   if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, pid.data(), pid.size(), 0) < 0) pid.clear();
-  std::shared_ptr<RunLock> lock(new RunLock(fd, key, ::getpid()));
+  std::shared_ptr<RunLock> lock(new RunLock(fd, key, file, ::getpid()));
   held()[key] = lock;
   return lock;
 }
 
 RunLock::~RunLock() {
   std::lock_guard<std::mutex> guard(g_mutex);
+  // Removed while still held, so that a run that ends (finished, failed or stopped) leaves no
+  // lock file behind; a forked child's copy of this object removes nothing of its parent's.
+  if (pid_ == ::getpid()) ::unlink(file_.c_str());
   ::flock(fd_, LOCK_UN);
   ::close(fd_);
   auto it = held().find(key_);

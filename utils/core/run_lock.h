@@ -3,7 +3,7 @@
 // same run, or an --exist-ok start into a run that is training, would interleave their epochs in
 // results.csv and overwrite each other's checkpoints. The lock is an flock on `<dir>/.lock`, so
 // it ends with its process however that ends (no stale lock after a crash or SIGKILL); the file
-// holds the holder's pid for the message.
+// holds the holder's pid for the message, and is removed when the holder lets go.
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,9 +24,11 @@ class RunLock {
   RunLock& operator=(const RunLock&) = delete;
 
  private:
-  RunLock(int fd, std::string key, int pid) : fd_(fd), key_(std::move(key)), pid_(pid) {}
+  RunLock(int fd, std::string key, std::string file, int pid)
+      : fd_(fd), key_(std::move(key)), file_(std::move(file)), pid_(pid) {}
+  static std::shared_ptr<RunLock> take(int fd, const std::string& file, const std::string& key);
   int fd_;
-  std::string key_;
+  std::string key_, file_;
   int pid_;
 };
 

@@ -53,19 +53,27 @@ YAML::Node last_value_wins(const YAML::Node& node, const std::string& path) {
 }
 }  // namespace
 
-YAML::Node load_yaml_file(const std::string& path) {
+std::string read_text_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot read the file (does it exist?)");
   std::stringstream ss;
   ss << in.rdbuf();
+  return ss.str();
+}
+
+YAML::Node load_yaml_text(const std::string& text, const std::string& source) {
   try {
-    return last_value_wins(YAML::Load(ss.str()), path);
+    return last_value_wins(YAML::Load(text), source);
   } catch (const YAML::ParserException& e) {
     std::ostringstream msg;
-    msg << path << ":" << e.mark.line + 1 << ":" << e.mark.column + 1
+    msg << source << ":" << e.mark.line + 1 << ":" << e.mark.column + 1
         << ": YAML syntax error: " << e.msg;
     throw std::runtime_error(msg.str());
   }
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  return load_yaml_text(read_text_file(path), path);
 }
 
 YAML::Node yaml_number(double v) {

@@ -10,6 +10,10 @@ namespace yolo {
 // Parses a YAML file. Throws std::runtime_error "FILE:LINE:COL: yaml syntax error: ..." on bad
 // syntax and "FILE: cannot read" when the file is missing or unreadable.
 YAML::Node load_yaml_file(const std::string& path);
+// The same for YAML text read elsewhere (a checkpoint's model YAML); errors name `source`.
+YAML::Node load_yaml_text(const std::string& text, const std::string& source);
+// A whole file as text; throws "FILE: cannot read" as load_yaml_file.
+std::string read_text_file(const std::string& path);
 
 // A YAML scalar for a double with 10 significant digits (0.01, not 0.010000000000000000208):
 // yaml-cpp otherwise stores every digit of the binary value.

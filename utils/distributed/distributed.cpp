@@ -17,12 +17,20 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -295,6 +303,57 @@ void rendezvous(c10d::Store& store, const DistEnv& env, std::chrono::millisecond
   }
 }
 
+// A rank that connects to rank 0's store first resolves MASTER_ADDR and waits until something
+// listens at MASTER_PORT (rank 0 may start after it), so that a wrong name or a rank 0 that never
+// came is said as such, in one line, rather than by the store client's retry warnings.
+void wait_for_listener(const DistEnv& env, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(env.master_port);
+  const int rc = ::getaddrinfo(env.master_addr.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0) {
+    throw std::runtime_error("MASTER_ADDR=" + env.master_addr + " does not resolve (" +
+                             ::gai_strerror(rc) +
+                             "); set MASTER_ADDR to rank 0's host name or address");
+  }
+  const std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(found, ::freeaddrinfo);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int error = 0;
+  for (;;) {
+    for (const addrinfo* a = addresses.get(); a; a = a->ai_next) {
+      const int fd =
+          ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+      if (fd < 0) {
+        error = errno;
+        continue;
+      }
+      int result = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+      if (result == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        socklen_t len = sizeof(result);
+        result =
+            ::poll(&p, 1, 1000) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &result, &len) == 0
+                ? result
+                : ETIMEDOUT;
+      }
+      ::close(fd);
+      if (result == 0) return;
+      error = result;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw std::runtime_error(
+      "nothing accepted a connection at " + env.master_addr + ":" + port +
+      " within --dist-timeout (" +
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
+      " s; last: " + std::strerror(error) +
+      "): rank 0 is not running there; start all ranks together (torchrun --nproc_per_node N, or "
+      "train --nproc-per-node N), or check MASTER_ADDR and MASTER_PORT");
+}
+
 // The rendezvous store, made on a thread of its own: a client whose connection is accepted by
 // something that never answers (another program on MASTER_PORT) waits in the store's handshake
 // without a deadline. Past --dist-timeout that thread is left blocked, the error ends the run.
@@ -307,6 +366,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env,
   if (so.isServer) so.numWorkers = static_cast<size_t>(env.world_size);
   so.waitWorkers = false;
   so.timeout = timeout;
+  if (!so.isServer) wait_for_listener(env, timeout);
   using Made = std::promise<c10::intrusive_ptr<c10d::Store>>;
   auto made = std::make_shared<Made>();
   auto ready = made->get_future();

@@ -162,6 +162,9 @@ void CheckpointWriter::save(const Checkpoint& ckpt, std::vector<std::string> pat
   job->ckpt.ema_updates = ckpt.ema_updates;
   job->ckpt.opt = ckpt.opt;
   job->ckpt.hyp = ckpt.hyp;
+  job->ckpt.model_yaml = ckpt.model_yaml;
+  job->ckpt.nc = ckpt.nc;
+  job->ckpt.names = ckpt.names;
   job->ckpt.date = ckpt.date.empty() ? now_iso8601() : ckpt.date;  // the time of the state
   job->ready = snap.record();
   job->device = snap.device();
@@ -201,9 +204,11 @@ void CheckpointWriter::run() {
     cv_.notify_all();  // room for the next save
     std::exception_ptr err;
     {
-      c10::OptionalDeviceGuard device;
+      // Constructed with its device (or none) rather than reset later: GCC 12 cannot see that
+      // the guard's unset optional is never read, and warns.
+      const c10::OptionalDeviceGuard device(job->device ? c10::optional<c10::Device>(*job->device)
+                                                        : c10::optional<c10::Device>());
       try {
-        if (job->device) device.reset_device(*job->device);
         write_job(sink_, job->ckpt, job->paths, job->ready);
       } catch (...) {
         err = std::current_exception();

@@ -181,7 +181,20 @@ std::string evolve(const TrainConfig& cfg) {
              format_progress("Evolve generation " + std::to_string(rows.size() + 1) + " (" +
                                  std::to_string(g + 1) + "/" + std::to_string(opt.evolve) + ")",
                              g, opt.evolve, clock.seconds()));
-    const TrainSummary s = train(cfg.evolve_generation(hyp_path, dir));
+    TrainSummary s;
+    try {
+      // A stop asked for between two generations (train() starts each with a fresh request).
+      if (stop_requested()) throw TrainingInterrupted("stopped before the generation started");
+      s = train(cfg.evolve_generation(hyp_path, dir));
+    } catch (const TrainingInterrupted&) {
+      // The generation's last.pt holds a plain run: evolution goes on from evolve.csv instead.
+      throw TrainingInterrupted("hyperparameter evolution stopped during generation " +
+                                std::to_string(rows.size() + 1) + " (" + dir +
+                                "/evolve.csv holds the " + std::to_string(rows.size()) +
+                                " finished); continue it with the same command and --evolve " +
+                                std::to_string(opt.evolve - g) + " --project " + opt.project +
+                                " --name " + fs::path(dir).filename().string() + " --exist-ok");
+    }
     // Append: results then genes.
     std::vector<double> row(s.last_results.begin(), s.last_results.end());
     row.insert(row.end(), genome.begin(), genome.end());

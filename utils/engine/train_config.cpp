@@ -3,7 +3,9 @@
 #include <filesystem>
 
 #include "utils/core/errors.h"
+#include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/yaml_io.h"
 #include "utils/engine/train_rules.h"
 
 namespace fs = std::filesystem;
@@ -74,6 +76,16 @@ Options merge_resume(const Options& cli, std::string ckpt) {
     throw UsageError("--resume: " + opt_yaml.string() + " not found; " + ckpt +
                      " must sit in a run dir's weights/ folder");
   }
+  if (fs::exists(run_dir / "hyp_generation.yaml", ec)) {
+    // A generation of --evolve trains in the evolution's folder: resumed alone it would be a
+    // plain run, and the evolution would not go on.
+    throw UsageError("--resume: " + ckpt + " is a generation of hyperparameter evolution in " +
+                     run_dir.string() +
+                     "; continue the evolution instead with the command that started it and "
+                     "--evolve N --project " +
+                     run_dir.parent_path().string() + " --name " + run_dir.filename().string() +
+                     " --exist-ok (evolve.csv keeps the generations done)");
+  }
   Options o = load_options(opt_yaml.string());
   o.resume = true;
   o.resume_path = ckpt;
@@ -109,7 +121,12 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
   if (opt.cfg.empty() && opt.weights.empty()) opt.cfg = "yolov5s.yaml";
   try {
     if (!opt.cfg.empty()) {
-      opt.cfg = resolve_config(opt.cfg, ConfigKind::kModel, source("cfg", "--cfg"));
+      try {
+        opt.cfg = resolve_config(opt.cfg, ConfigKind::kModel, source("cfg", "--cfg"));
+      } catch (const UsageError&) {
+        // A resumed checkpoint that carries its model YAML needs no file (set-up says so).
+        if (!opt.resume || read_weights_file(opt.resume_path).model_yaml.empty()) throw;
+      }
     }
     opt.data = resolve_config(opt.data, ConfigKind::kData, source("data", "--data"));
     opt.hyp = resolve_config(opt.hyp, ConfigKind::kHyp, source("hyp", "--hyp"));
@@ -138,6 +155,22 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
   if (o.cfg.empty()) {
     if (file->yolov5) {
       c.model_yaml_ = file->yolov5->model_yaml;
+    } else if (!file->model_yaml.empty()) {
+      // A checkpoint of this trainer carries its architecture: the YAML it names is used while
+      // it still says the same, else the saved text (written into the run as model.yaml).
+      std::string named;
+      try {
+        named = model_cfg_for_weights(*file, o.weights);
+        if (read_text_file(named) != file->model_yaml) named.clear();
+      } catch (const std::exception&) {
+        named.clear();
+      }
+      if (named.empty()) {
+        log_info("model: the model YAML saved in " + o.weights);
+        c.model_yaml_ = file->model_yaml;
+      } else {
+        c.opt_.cfg = named;
+      }
     } else {
       c.opt_.cfg = model_cfg_for_weights(*file, o.weights);
     }

@@ -27,10 +27,6 @@ std::string check_batch_size(const int& v) {
   const std::string bad = cli::at_least(1)(v);
   return bad.empty() ? "" : bad + " (or -1 for AutoBatch)";
 }
-std::string check_imgsz(const int& v) {
-  if (v >= 1 && v <= 8192) return "";
-  return "must be between 1 and 8192 pixels (got " + std::to_string(v) + ")";
-}
 std::string check_optimizer(const std::string& v) {
   if (v == "SGD" || v == "Adam" || v == "AdamW") return "";
   return "unknown optimizer '" + v + "'; choose SGD, Adam or AdamW";
@@ -115,7 +111,7 @@ const std::vector<Flag>& flags() {
       Bind("imgsz", &O::imgsz, "imgsz", "train, val image size in pixels")
           .alias("--img")
           .alias("--img-size")
-          .check(check_imgsz),
+          .check(cli::image_size),
       Bind("rect", &O::rect, "rect", "rectangular training"),
       Bind("resume", &O::resume, "resume", "resume most recent training, or the given last.pt")
           .optional("")

@@ -86,6 +86,9 @@ struct TrainSetup {
   // architecture comes from a YOLOv5 checkpoint (no --cfg).
   std::shared_ptr<const WeightsFile> weights;
   std::string model_yaml;
+  // The text the model was built from (model_yaml, a resumed checkpoint's, or --cfg's file as
+  // read at the start), saved into every checkpoint with nc and names.
+  std::string model_yaml_text;
   DetectionModel model{nullptr};
   DetectionModel ema_model{nullptr};  // rank 0 only
   std::unique_ptr<ModelEMA> ema;      // rank 0 only

@@ -91,6 +91,9 @@ Checkpoint Trainer::make_checkpoint(int done_epoch) const {
   ck.ema_updates = s_.ema->updates();
   ck.opt = s_.opt_text;
   ck.hyp = s_.hyp_text;
+  ck.model_yaml = s_.model_yaml_text;
+  ck.nc = s_.nc;
+  ck.names = s_.names;
   return ck;
 }
 

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #ifdef YOLO_WITH_OPENCV_DNN
 #include <opencv2/dnn.hpp>
 #endif
 
 #include "utils/core/errors.h"
+#include "utils/core/format.h"
 #include "utils/core/io/torch_archive.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
@@ -40,6 +42,43 @@ bool ends_with(const std::string& s, const std::string& tail) {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), ::tolower);
   return s;
+}
+
+// Metadata read from an exported file is input: a stride that is no power of two, a shape that is
+// not a positive multiple of it, or no class names are refused naming the file and the key.
+void check_metadata(const std::string& file, const std::string& where, int64_t stride,
+                    const std::vector<std::string>& names, int64_t h, int64_t w) {
+  if (stride < 1 || stride > 256 || (stride & (stride - 1)) != 0) {
+    throw std::runtime_error(file + ": " + where + "key 'stride' is " + std::to_string(stride) +
+                             ", not a power of two from 1 to 256 (YOLOv5's models have 32 or "
+                             "64); export the file again");
+  }
+  if (names.empty()) {
+    throw std::runtime_error(file + ": " + where + "key 'names' lists no classes");
+  }
+  if (names.size() > 100000) {
+    throw std::runtime_error(file + ": " + where + "key 'names' lists " +
+                             std::to_string(names.size()) + " classes, more than 100000");
+  }
+  for (const int64_t v : {h, w}) {
+    if (v < 0 || v > 65536 || (v > 0 && v % stride != 0)) {
+      throw std::runtime_error(file + ": " + where + "its input size " + std::to_string(h) + "x" +
+                               std::to_string(w) + " is not a multiple of its stride " +
+                               std::to_string(stride) + " from " + std::to_string(stride) +
+                               " to 65536; export the file again");
+    }
+  }
+}
+
+// A whole decimal number, or nullopt: "00" is 0 and "32abc" is nothing.
+std::optional<int64_t> parse_integer(const std::string& text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  size_t i = text[0] == '-' ? 1 : 0;
+  if (i == text.size()) return std::nullopt;
+  for (size_t j = i; j < text.size(); ++j) {
+    if (text[j] < '0' || text[j] > '9') return std::nullopt;
+  }
+  return std::stoll(text);
 }
 
 }  // namespace
@@ -153,26 +192,42 @@ void InferenceModel::load_torchscript(const std::string& weights) {
                              ": no config.txt (stride, names) in this TorchScript file; write "
                              "it with export or YOLOv5's export.py");
   }
+  int64_t stride = 0;
   try {
     const YAML::Node c = YAML::Load(extra["config.txt"]);
-    stride_ = c["stride"].as<int>();
+    if (!c.IsMap()) throw std::runtime_error("not a mapping");
+    if (!c["stride"] || !c["names"]) throw std::runtime_error("no 'stride' or no 'names'");
+    const auto s = parse_integer(c["stride"].IsScalar() ? c["stride"].Scalar() : "");
+    if (!s) throw std::runtime_error("key 'stride' is not a whole number");
+    stride = *s;
     const YAML::Node names = c["names"];
     if (names.IsSequence()) {
       for (const auto& n : names) names_.push_back(n.as<std::string>());
-    } else {
+    } else if (names.IsMap()) {
       std::map<int, std::string> by_key;
       for (const auto& kv : names) by_key[kv.first.as<int>()] = kv.second.as<std::string>();
-      for (const auto& [k, v] : by_key) names_.push_back(v);
+      for (const auto& [k, v] : by_key) {
+        const int want = static_cast<int>(names_.size());
+        if (k != want) throw std::runtime_error("key 'names' has no class " + std::to_string(want));
+        names_.push_back(v);
+      }
+    } else {
+      throw std::runtime_error("key 'names' is not a list or a mapping of class names");
     }
     const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
-    if (!dynamic && c["shape"] && c["shape"].size() == 4) {
+    if (!dynamic && c["shape"] && c["shape"].IsSequence() && c["shape"].size() == 4) {
       fixed_h_ = c["shape"][2].as<int64_t>();
       fixed_w_ = c["shape"][3].as<int64_t>();
     }
   } catch (const YAML::Exception& e) {
     throw std::runtime_error(weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" +
                              e.msg + ")");
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" +
+                             e.what() + ")");
   }
+  check_metadata(weights, "config.txt ", stride, names_, fixed_h_, fixed_w_);
+  stride_ = static_cast<int>(stride);
 }
 
 // Names and stride from the metadata, the input shape from the graph, then OpenCV's dnn module.
@@ -185,15 +240,21 @@ void InferenceModel::load_onnx(const std::string& weights) {
                              ": no 'stride' and 'names' metadata; export the file with "
                              "export or YOLOv5's export.py");
   }
+  const auto s = parse_integer(stride->second);
+  if (!s) {
+    throw std::runtime_error(weights + ": metadata key 'stride' is '" + one_line(stride->second) +
+                             "', not a whole number; export the file again");
+  }
   try {
-    stride_ = std::stoi(stride->second);
     names_ = parse_python_names(names->second);
   } catch (const std::exception& e) {
-    throw std::runtime_error(weights + ": " + e.what());
+    throw std::runtime_error(weights + ": metadata key 'names': " + e.what());
   }
-  if (info.input_shape.size() != 4) {
+  if (info.input_shape.size() != 4 || info.input_shape[1] != 3) {
     throw std::runtime_error(weights + ": its input is not (batch, 3, height, width)");
   }
+  check_metadata(weights, "metadata ", *s, names_, info.input_shape[2], info.input_shape[3]);
+  stride_ = static_cast<int>(*s);
   if (info.input_elem_type != 1) {
     throw std::runtime_error(weights +
                              ": its input is not float32 (a --half export); OpenCV's dnn module "
@@ -246,7 +307,16 @@ torch::Tensor InferenceModel::predict(const torch::Tensor& images) {
   if (format_ == WeightsFormat::kTorchScript) {
     torch::Tensor x = script_->half ? images.to(torch::kHalf) : images;
     if (device_.is_cpu()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    return checked(script_->module.forward({x}).toTensor().to(torch::kFloat));
+    c10::IValue y = script_->module.forward({x});
+    // YOLOv5's export.py saves a module that returns a tuple whose first element is the
+    // predictions: its own loader takes that element, and so does this one.
+    if (y.isTuple() && !y.toTupleRef().elements().empty()) y = y.toTupleRef().elements()[0];
+    if (y.isList() && !y.toListRef().empty()) y = y.toListRef()[0];
+    if (!y.isTensor()) {
+      throw std::runtime_error("the TorchScript module returns a " + y.tagKind() +
+                               ", not a tensor of predictions");
+    }
+    return checked(y.toTensor().to(torch::kFloat));
   }
 #ifdef YOLO_WITH_OPENCV_DNN
   // A fixed batch runs in chunks of that size, the last one padded.

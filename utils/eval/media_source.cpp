@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "data/file_lists.h"
@@ -90,29 +91,86 @@ bool open_capture(cv::VideoCapture& cap, const std::string& source) {
 }
 #endif
 
-// SIGINT and SIGTERM end a live source's loop (so written videos are finished) while one is open;
-// a second signal acts as the default would.
-std::atomic<bool> g_interrupted{false};
+// SIGINT and SIGTERM end a source's loop (so written videos are finished) while one is open; a
+// second signal acts as the default would.
+std::atomic<int> g_interrupted{0};
 extern "C" void on_interrupt(int sig) {
-  g_interrupted.store(true);
+  g_interrupted.store(sig);
   std::signal(sig, SIG_DFL);
 }
+
+// Installs on_interrupt for SIGINT and SIGTERM while it lives.
+class InterruptHandler {
+ public:
+  InterruptHandler() {
+    g_interrupted.store(0);
+    old_int_ = std::signal(SIGINT, on_interrupt);
+    old_term_ = std::signal(SIGTERM, on_interrupt);
+  }
+  ~InterruptHandler() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  InterruptHandler(const InterruptHandler&) = delete;
+  InterruptHandler& operator=(const InterruptHandler&) = delete;
+
+ private:
+  void (*old_int_)(int) = SIG_DFL;
+  void (*old_term_)(int) = SIG_DFL;
+};
+
+}  // namespace
+
+std::vector<std::string> output_names(const std::vector<std::string>& files) {
+  std::set<std::string> stems;
+  std::vector<std::string> out;
+  for (const std::string& file : files) {
+    const fs::path p(file);
+    const std::string stem = p.stem().string(), ext = p.extension().string();
+    std::string name = stem;
+    if (stems.count(name)) name = stem + (ext.size() > 1 ? "_" + ext.substr(1) : "");
+    for (int n = 2; stems.count(name); ++n) {
+      name = stem + (ext.size() > 1 ? "_" + ext.substr(1) : "") + "_" + std::to_string(n);
+    }
+    stems.insert(name);
+    out.push_back(name + ext);
+  }
+  return out;
+}
+
+namespace {
 
 // Images and videos from files, in LoadImages' order.
 class FileSource : public FrameSource {
  public:
   FileSource(std::vector<std::string> files, const SourceOptions& o)
-      : files_(std::move(files)), options_(o) {}
+      : files_(std::move(files)), names_(output_names(files_)), options_(o) {
+    std::string renamed;
+    int n = 0;
+    for (size_t i = 0; i < files_.size(); ++i) {
+      if (names_[i] == fs::path(files_[i]).filename().string()) continue;
+      if (++n <= 5) renamed += (n > 1 ? ", " : "") + files_[i] + " as " + names_[i];
+    }
+    if (n > 5) renamed += " and " + std::to_string(n - 5) + " more";
+    if (n > 0) {
+      log_info(one_line("--source: " + std::to_string(n) +
+                        " file(s) share a name (without extension) with an earlier one; their "
+                        "results are saved under their own names: " +
+                        renamed));
+    }
+  }
 
   int streams() const override { return 0; }
+  int interrupted() const override { return g_interrupted.load(); }
 
   bool next(std::vector<SourceFrame>& out, int max) override {
     const size_t start = out.size();
+    if (g_interrupted.load()) return false;
     while (out.size() - start < static_cast<size_t>(max) && index_ < files_.size()) {
       const std::string& path = files_[index_];
       SourceFrame f;
       f.path = path;
-      f.name = fs::path(path).filename().string();
+      f.name = names_[index_];
       f.index = static_cast<int>(index_);
       f.count = static_cast<int>(files_.size());
       if (!is_video(path)) {
@@ -144,15 +202,24 @@ class FileSource : public FrameSource {
       }
       const double fps = cap_.get(cv::CAP_PROP_FPS);
       fps_ = std::isfinite(fps) && fps > 0 ? fps : 30;
-      frames_ = static_cast<int64_t>(cap_.get(cv::CAP_PROP_FRAME_COUNT) / options_.vid_stride);
+      const double count = cap_.get(cv::CAP_PROP_FRAME_COUNT);
+      total_ = std::isfinite(count) && count > 0 ? static_cast<int64_t>(count) : 0;
+      frames_ = total_ / options_.vid_stride;
     }
-    for (int i = 0; i < options_.vid_stride; ++i) cap_.grab();
-    if (!cap_.retrieve(f.image) || f.image.empty()) {
+    int64_t grabbed = 0;
+    while (grabbed < options_.vid_stride && cap_.grab()) ++grabbed;
+    if (grabbed < options_.vid_stride || !cap_.retrieve(f.image) || f.image.empty()) {
       cap_.release();
-      if (frame_ == 0 && files_.size() == 1) {
-        throw std::runtime_error(f.path + ": no frame of the video could be read");
+      // A video shorter than --vid-stride gives no frame: that is the flag's doing, not the
+      // file's.
+      std::string why = "no frame of the video could be read";
+      if (frame_ == 0 && grabbed > 0) {
+        why = "it has " + std::to_string(grabbed) + " frame(s), fewer than --vid-stride " +
+              std::to_string(options_.vid_stride) + " (every n-th frame is taken, the first " +
+              "being frame n); lower --vid-stride";
       }
-      if (frame_ == 0) log_warn(one_line(f.path) + ": no frame could be read, skipped");
+      if (frame_ == 0 && files_.size() == 1) throw std::runtime_error(f.path + ": " + why);
+      if (frame_ == 0) log_warn(one_line(f.path) + ": " + why + ", skipped");
       return false;
     }
     f.kind = SourceFrame::Kind::kVideo;
@@ -166,10 +233,11 @@ class FileSource : public FrameSource {
 #endif
   }
 
-  std::vector<std::string> files_;
+  InterruptHandler interrupts_;
+  std::vector<std::string> files_, names_;
   SourceOptions options_;
   size_t index_ = 0;
-  int64_t frame_ = 0, frames_ = 0;
+  int64_t frame_ = 0, frames_ = 0, total_ = 0;
   double fps_ = 30;
 #ifdef YOLO_WITH_OPENCV_VIDEOIO
   cv::VideoCapture cap_;
@@ -269,9 +337,6 @@ class StreamReader {
 class LiveSource : public FrameSource {
  public:
   LiveSource(const std::vector<std::string>& sources, const SourceOptions& o) : sources_(sources) {
-    g_interrupted.store(false);
-    old_int_ = std::signal(SIGINT, on_interrupt);
-    old_term_ = std::signal(SIGTERM, on_interrupt);
     for (const std::string& s : sources) readers_.push_back(std::make_unique<StreamReader>(s, o));
     for (size_t i = 0; i < sources.size(); ++i) {  // streams of one name get their index added
       names_.push_back(stream_name(sources[i]));
@@ -285,11 +350,7 @@ class LiveSource : public FrameSource {
     }
   }
 
-  ~LiveSource() override {
-    readers_.clear();
-    std::signal(SIGINT, old_int_);
-    std::signal(SIGTERM, old_term_);
-  }
+  ~LiveSource() override { readers_.clear(); }
 
   int streams() const override { return static_cast<int>(readers_.size()); }
 
@@ -315,11 +376,10 @@ class LiveSource : public FrameSource {
   }
 
  private:
+  InterruptHandler interrupts_;
   std::vector<std::string> sources_, names_;
   std::vector<std::unique_ptr<StreamReader>> readers_;
   int64_t step_ = 0;
-  void (*old_int_)(int) = SIG_DFL;
-  void (*old_term_)(int) = SIG_DFL;
 };
 #endif
 
@@ -372,9 +432,15 @@ std::vector<std::string> expand_source(const std::string& source) {
       skipped.push_back(p.string());
     }
   };
+  std::vector<std::string> unusable;  // entries whose type cannot be read (a symlink loop, ...)
   if (fs::is_directory(source, ec)) {
     for (const auto& e : fs::directory_iterator(source)) {
-      if (e.is_regular_file()) keep(e.path());
+      std::error_code type_error;
+      if (e.is_regular_file(type_error)) {
+        keep(e.path());
+      } else if (type_error) {
+        unusable.push_back(e.path().filename().string() + " (" + type_error.message() + ")");
+      }
     }
   } else if (fs::is_regular_file(source, ec) && lower_extension(source) == ".txt") {
     files = list_image_files({source});
@@ -406,6 +472,17 @@ std::vector<std::string> expand_source(const std::string& source) {
                       "' skipped, neither image nor video by their names: " + names +
                       " (images: bmp dng jpeg jpg mpo pfm png tif tiff webp; videos: asf avi "
                       "gif m4v mkv mov mp4 mpeg mpg ts wmv)"));
+  }
+  if (!unusable.empty()) {
+    std::sort(unusable.begin(), unusable.end());
+    std::string names;
+    for (size_t i = 0; i < std::min<size_t>(unusable.size(), 5); ++i) {
+      names += (i ? ", " : "") + unusable[i];
+    }
+    if (unusable.size() > 5) names += " and " + std::to_string(unusable.size() - 5) + " more";
+    log_warn(one_line("--source: " + std::to_string(unusable.size()) + " entr" +
+                      (unusable.size() == 1 ? "y" : "ies") + " at '" + source +
+                      "' skipped, not readable as files: " + names));
   }
   if (files.empty()) {
     throw UsageError("--source: no images or videos found at '" + source + "'");

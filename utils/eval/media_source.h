@@ -38,7 +38,16 @@ class FrameSource {
   virtual bool next(std::vector<SourceFrame>& out, int max) = 0;
   // Live sources: the number of streams (the frames each step gives); 0 for files.
   virtual int streams() const = 0;
+  // Files: the signal (SIGINT, SIGTERM) that ended next() before the last file, else 0. Live
+  // sources end on a signal as their normal stop and say 0.
+  virtual int interrupted() const { return 0; }
 };
+
+// The name each file's results are saved under: its file name, unless an earlier file's would
+// share its stem (a.jpg and a.png, or x.jpg in two folders), whose labels, crops or video would
+// then overwrite each other: then the extension joins the stem (a_png.png), and a number after
+// it when that is taken too (x_jpg_2.jpg).
+std::vector<std::string> output_names(const std::vector<std::string>& files);
 
 // Whether this build reads videos and streams (OpenCV's videoio module).
 bool video_io_available();

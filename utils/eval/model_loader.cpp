@@ -7,11 +7,60 @@
 #include "data/dataset_config.h"
 #include "models/weights.h"
 #include "utils/core/errors.h"
+#include "utils/core/format.h"
 #include "utils/core/io/checkpoint.h"
+#include "utils/core/log.h"
 #include "utils/core/paths.h"
 
 namespace yolo {
 namespace {
+
+// A --data whose names differ from the ones the weights carry is said once; the weights' names
+// are what the model was trained to find.
+void warn_if_renamed(const std::string& weights, const std::vector<std::string>& own,
+                     const std::string& data, const std::vector<std::string>& given) {
+  if (own == given) return;
+  size_t i = 0;
+  while (i < own.size() && i < given.size() && own[i] == given[i]) ++i;
+  const std::string at = i < own.size() && i < given.size()
+                             ? " (class " + std::to_string(i) + ": '" + given[i] + "' there, '" +
+                                   own[i] + "' in the weights)"
+                             : "";
+  log_warn(one_line(data + " names the classes differently from " + weights + at +
+                    "; using the names saved in the weights"));
+}
+
+// The architecture: --cfg's file, else the model YAML a checkpoint carries, else (older
+// checkpoints) the file its options name, else the one the weights' file name names.
+ModelSpec model_spec_for(const std::string& weights, const WeightsFile& wf, bool from_checkpoint,
+                         const std::string& cfg, std::string& out_cfg) {
+  if (!cfg.empty()) {
+    out_cfg = resolve_config(cfg, ConfigKind::kModel, "--cfg");
+    return parse_model_spec_file(out_cfg);
+  }
+  if (!wf.model_yaml.empty()) {
+    if (out_cfg.empty()) out_cfg = weights + " (its model YAML)";
+    return parse_model_spec_string(wf.model_yaml, weights + " (its model YAML)");
+  }
+  if (out_cfg.empty()) {
+    out_cfg = std::filesystem::path(weights).stem().string() + ".yaml";
+    try {
+      out_cfg = resolve_config(out_cfg, ConfigKind::kModel, "--cfg");
+    } catch (const UsageError&) {
+      throw UsageError("--cfg: required for " + weights +
+                       " (a weights file without training options); pass the model YAML");
+    }
+  } else if (from_checkpoint) {
+    // The YAML named by the checkpoint's opt.yaml: when it is gone, say so (not a --cfg error).
+    try {
+      out_cfg = resolve_config(out_cfg, ConfigKind::kModel, "--cfg");
+    } catch (const UsageError&) {
+      throw std::runtime_error(weights + ": its model YAML " + out_cfg +
+                               " no longer exists; pass --cfg");
+    }
+  }
+  return parse_model_spec_file(out_cfg);
+}
 
 // A YOLOv5 checkpoint: its EMA (else its model), architecture and class names. --cfg replaces
 // the architecture; --data must name as many classes as the weights detect.
@@ -39,6 +88,8 @@ LoadedModel load_yolov5_for_inference(const std::string& weights, const Yolov5Ch
                                "; pass the --data the model was trained on");
     }
     if (out.names.empty()) out.names = dc.names;
+    if (static_cast<int>(out.names.size()) == nc)
+      warn_if_renamed(weights, out.names, data, dc.names);
   }
   if (static_cast<int>(out.names.size()) != nc) {
     out.names.clear();
@@ -67,40 +118,33 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
   StateDict sd = std::move(wf.weights);
   const bool from_checkpoint = !wf.opt_yaml.empty();
   if (from_checkpoint) {
-    const YAML::Node opt = YAML::Load(wf.opt_yaml);
-    if (opt["cfg"]) out.cfg = opt["cfg"].as<std::string>();
-    if (opt["data"]) out.data = opt["data"].as<std::string>();
-    if (opt["single_cls"]) out.single_cls = opt["single_cls"].as<bool>();
+    try {
+      const YAML::Node opt = YAML::Load(wf.opt_yaml);
+      if (opt["cfg"]) out.cfg = opt["cfg"].as<std::string>();
+      if (opt["data"]) out.data = opt["data"].as<std::string>();
+      if (opt["single_cls"]) out.single_cls = opt["single_cls"].as<bool>();
+    } catch (const YAML::Exception& e) {
+      throw std::runtime_error(weights + ": key 'opt': not the options of a run (" + e.msg + ")");
+    }
   }
   if (wf.yolov5) return load_yolov5_for_inference(weights, *wf.yolov5, cfg, data);
-  if (!cfg.empty()) out.cfg = cfg;
+  ModelSpec spec = model_spec_for(weights, wf, from_checkpoint, cfg, out.cfg);
+  // The names the checkpoint carries come first; older checkpoints name their data YAML.
+  const std::string data_yaml = data.empty() ? (wf.names.empty() ? out.data : "") : data;
   if (!data.empty()) out.data = data;
-  if (out.cfg.empty()) {
-    out.cfg = std::filesystem::path(weights).stem().string() + ".yaml";
+  std::vector<std::string> data_names;
+  if (!data_yaml.empty()) {
+    std::string path;
     try {
-      out.cfg = resolve_config(out.cfg, ConfigKind::kModel, "--cfg");
+      path = resolve_config(data_yaml, ConfigKind::kData, "--data");
     } catch (const UsageError&) {
-      throw UsageError("--cfg: required for " + weights +
-                       " (a weights file without training options); pass the model YAML");
+      if (!data.empty()) throw;
+      throw std::runtime_error(weights + ": its data YAML " + data_yaml +
+                               " (for the class names) no longer exists; pass --data");
     }
-  } else if (cfg.empty() && from_checkpoint) {
-    // The YAML named by the checkpoint's opt.yaml: when it is gone, say so (not a --cfg error).
-    try {
-      out.cfg = resolve_config(out.cfg, ConfigKind::kModel, "--cfg");
-    } catch (const UsageError&) {
-      throw std::runtime_error(weights + ": its model YAML " + out.cfg +
-                               " no longer exists; pass --cfg");
-    }
-  } else {
-    out.cfg = resolve_config(out.cfg, ConfigKind::kModel, "--cfg");
+    data_names = load_dataset_config(path).names;
   }
-  if (!out.data.empty()) {
-    const DatasetConfig dc =
-        load_dataset_config(resolve_config(out.data, ConfigKind::kData, "--data"));
-    out.names = dc.names;
-  }
-  if (out.single_cls) out.names = {"item"};
-  ModelSpec spec = parse_model_spec_file(out.cfg);
+  if (out.single_cls) data_names = {"item"};
   match_anchor_count(spec, sd);
   // The class count comes from the weights: the Detect conv bias has na * (5 + nc) entries.
   const int na = spec.anchors_per_level();
@@ -108,14 +152,25 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
   int nc = 0;
   if (bias != sd.end() && bias->second.dim() == 1)
     nc = static_cast<int>(bias->second.size(0) / na) - 5;
-  if (nc <= 0) nc = out.names.empty() ? spec.nc : static_cast<int>(out.names.size());
-  if (out.names.empty()) {
-    for (int c = 0; c < nc; ++c) out.names.push_back(std::to_string(c));
+  if (nc <= 0) {
+    nc = !wf.names.empty()     ? static_cast<int>(wf.names.size())
+         : !data_names.empty() ? static_cast<int>(data_names.size())
+                               : spec.nc;
   }
-  if (static_cast<int>(out.names.size()) != nc) {
+  if (!wf.names.empty() && static_cast<int>(wf.names.size()) != nc) {
+    throw std::runtime_error(weights + ": key 'names' lists " + std::to_string(wf.names.size()) +
+                             " classes but the weights detect " + std::to_string(nc));
+  }
+  if (!data_names.empty() && static_cast<int>(data_names.size()) != nc) {
     throw std::runtime_error(weights + ": the weights have " + std::to_string(nc) +
                              " classes but the data YAML names " +
-                             std::to_string(out.names.size()) + "; pass the matching --data");
+                             std::to_string(data_names.size()) + "; pass the matching --data");
+  }
+  out.names = wf.names.empty() ? data_names : wf.names;
+  if (!wf.names.empty() && !data_names.empty())
+    warn_if_renamed(weights, wf.names, data, data_names);
+  if (out.names.empty()) {
+    for (int c = 0; c < nc; ++c) out.names.push_back(std::to_string(c));
   }
   out.model = DetectionModel(std::move(spec), nc);
   const LoadReport r = load_state_dict(*out.model, sd);

@@ -1,6 +1,7 @@
 #include "utils/eval/predictor.h"
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -69,33 +70,73 @@ void save_crop(const cv::Mat& im, const Detection& d, const fs::path& dir,
 
 // Annotated videos: one writer per output (a file source's videos one after another, a stream's
 // for the whole run), each finished when its source moves on or the run ends.
+// A video is read back once finished: VideoWriter reports no failed write, and a full disk or a
+// file size limit would otherwise leave an unreadable file behind a "Results saved" line.
 class VideoSink {
  public:
   void write(int slot, const fs::path& out, const cv::Mat& im, double fps) {
 #ifdef YOLO_WITH_OPENCV_VIDEOIO
     auto it = writers_.find(slot);
-    if (it == writers_.end() || it->second.first != out) {
-      if (it != writers_.end()) it->second.second.release();
-      cv::VideoWriter w(out.string(), cv::VideoWriter::fourcc('m', 'p', '4', 'v'), fps, im.size());
-      if (!w.isOpened()) throw std::runtime_error(out.string() + ": cannot write the video");
-      it = writers_.insert_or_assign(slot, std::make_pair(out, std::move(w))).first;
+    if (it == writers_.end() || it->second.path != out) {
+      if (it != writers_.end()) finish(it->second);
+      Output o{out,
+               cv::VideoWriter(out.string(), cv::VideoWriter::fourcc('m', 'p', '4', 'v'), fps,
+                               im.size()),
+               im.size()};
+      if (!o.writer.isOpened()) throw std::runtime_error(out.string() + ": cannot write the video");
+      it = writers_.insert_or_assign(slot, std::move(o)).first;
     }
-    it->second.second.write(im);
+    if (im.size() == it->second.size) {
+      it->second.writer.write(im);
+    } else {  // a stream whose frame size changed: a writer drops frames of another size
+      cv::Mat resized;
+      cv::resize(im, resized, it->second.size);
+      it->second.writer.write(resized);
+    }
 #else
     (void)slot, (void)out, (void)im, (void)fps;
 #endif
   }
-  ~VideoSink() { close(); }
+  ~VideoSink() {
+    try {
+      close();
+    } catch (const std::exception& e) {
+      log_error(e.what());
+    }
+  }
+  // Finishes every video and checks that each reads back; throws naming the first that does not.
   void close() {
 #ifdef YOLO_WITH_OPENCV_VIDEOIO
-    for (auto& [slot, w] : writers_) w.second.release();
+    std::string error;
+    for (auto& [slot, o] : writers_) {
+      try {
+        finish(o);
+      } catch (const std::exception& e) {
+        if (error.empty()) error = e.what();
+      }
+    }
     writers_.clear();
+    if (!error.empty()) throw std::runtime_error(error);
 #endif
   }
 
  private:
 #ifdef YOLO_WITH_OPENCV_VIDEOIO
-  std::map<int, std::pair<fs::path, cv::VideoWriter>> writers_;
+  struct Output {
+    fs::path path;
+    cv::VideoWriter writer;
+    cv::Size size;
+  };
+  static void finish(Output& o) {
+    o.writer.release();
+    cv::VideoCapture check(o.path.string(), cv::CAP_ANY);
+    if (!check.isOpened() || !check.grab()) {
+      throw std::runtime_error(o.path.string() +
+                               ": the video was not written completely and cannot be read "
+                               "(is the disk full, or a file size limit set?)");
+    }
+  }
+  std::map<int, Output> writers_;
 #endif
 };
 
@@ -148,7 +189,7 @@ std::map<int, int> save_results(const DetectConfig& cfg, const std::vector<std::
   const std::string stem = fs::path(f.name).stem().string();
   if (cfg.save_crop) {  // from the image before boxes are drawn, in YOLOv5's order
     for (auto d = det.rbegin(); d != det.rend(); ++d) {
-      save_crop(im0, *d, save_dir / "crops" / class_name(names, d->class_id), stem);
+      save_crop(im0, *d, save_dir / "crops" / safe_file_name(class_name(names, d->class_id)), stem);
     }
   }
   // Only frames with detections get a file, as YOLOv5's; videos and streams one per frame,
@@ -246,7 +287,13 @@ std::string run_detect(const DetectConfig& cfg) {
       log_info(one_line(s) + t + " [" + when + "]");
     }
   }
-  videos.close();
+  videos.close();  // finishes and checks every video, also after a signal
+  if (const int sig = source->interrupted()) {
+    throw std::runtime_error(std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                             ": detect stopped after " + std::to_string(seen) +
+                             " frame(s); what they gave is saved in " + save_dir.string() +
+                             " (videos finished and readable)");
+  }
   if (seen == 0 && source->streams() == 0) {
     throw std::runtime_error("--source " + cfg.source +
                              ": no image or video frame could be read (see the warnings above)");

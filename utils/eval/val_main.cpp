@@ -26,6 +26,8 @@ namespace yolo {
 
 namespace {
 
+constexpr char kIncompleteMarker[] = "INCOMPLETE.txt";
+
 const std::vector<cli::Flag<ValArgs>>& flags() {
   using A = ValArgs;
   using cli::at_least;
@@ -37,7 +39,10 @@ const std::vector<cli::Flag<ValArgs>>& flags() {
       Bind("data", &A::data, "dataset YAML (default: the one the weights were trained on)")
           .metavar("PATH"),
       Bind("cfg", &A::cfg, "model YAML (default: from the checkpoint)").metavar("PATH"),
-      Bind("imgsz", &A::imgsz, "inference size in pixels").alias("--img").alias("--img-size"),
+      Bind("imgsz", &A::imgsz, "inference size in pixels")
+          .alias("--img")
+          .alias("--img-size")
+          .check(cli::image_size),
       Bind("batch-size", &A::batch_size, "batch size")
           .alias("--batch")
           .check(at_least(1, "must be >= 1")),
@@ -239,16 +244,33 @@ int run(const ValArgs& a) {
   }
   const std::string save_dir =
       increment_path((fs::path(a.project) / a.name).string(), a.exist_ok, true);
-  if (single) {
-    validate(a, a.weights[0], a.imgsz, save_dir, !a.noplots);
-  } else if (a.task == "speed") {
-    // val.py's speed benchmark: detection thresholds, no JSON, no plots.
-    ValArgs s = a;
-    s.conf_thres = 0.25, s.iou_thres = 0.45, s.save_json = false;
-    for (const std::string& w : a.weights) validate(s, w, a.imgsz, save_dir, false);
-  } else {
-    run_study(a, save_dir);
+  // Plots and JSON are written as validation goes: until it finishes, a file in the folder says
+  // that they are partial, so that a run stopped by a signal (or killed) is not taken for done.
+  const fs::path marker = fs::path(save_dir) / kIncompleteMarker;
+  write_file_atomic(marker.string(),
+                    "val did not finish here (stopped, killed or failed): the files in this "
+                    "folder are partial. This file is removed when a validation finishes.\n");
+  try {
+    if (single) {
+      validate(a, a.weights[0], a.imgsz, save_dir, !a.noplots);
+    } else if (a.task == "speed") {
+      // val.py's speed benchmark: detection thresholds, no JSON, no plots.
+      ValArgs s = a;
+      s.conf_thres = 0.25, s.iou_thres = 0.45, s.save_json = false;
+      for (const std::string& w : a.weights) validate(s, w, a.imgsz, save_dir, false);
+    } else {
+      run_study(a, save_dir);
+    }
+  } catch (...) {
+    // A validation that failed before writing anything leaves no marker in an empty folder.
+    std::error_code ec;
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(save_dir, ec)) files += e.path() != marker;
+    if (files == 0) fs::remove(marker, ec);
+    throw;
   }
+  std::error_code ec;
+  fs::remove(marker, ec);
   log_info("Results saved to " + save_dir);
   return 0;
 }

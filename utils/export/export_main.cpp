@@ -12,6 +12,7 @@
 #include "utils/core/app_main.h"
 #include "utils/core/cli.h"
 #include "utils/core/errors.h"
+#include "utils/core/format.h"
 #include "utils/core/fs_atomic.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
@@ -42,7 +43,8 @@ const std::vector<cli::Flag<ExportArgs>>& flags() {
           .metavar("PATH"),
       Bind("imgsz", &A::imgsz, "image size: one number (square) or height and width")
           .alias("--img")
-          .alias("--img-size"),
+          .alias("--img-size")
+          .check(cli::image_sizes),
       Bind("batch-size", &A::batch_size, "batch size").check(at_least(1, "must be >= 1")),
       Bind("device", &A::device, "cuda device, i.e. 0 or cpu"),
       Bind("half", &A::half, "FP16 half-precision export (CUDA only)"),
@@ -121,6 +123,25 @@ double torchscript_difference(const std::string& bytes, const torch::Tensor& im,
   return (got.to(torch::kFloat) - expected.to(torch::kFloat)).abs().max().item<double>();
 }
 
+// A fixed-size ONNX file holds each level's grid and anchors for every image of its batch (what
+// OpenCV's dnn module needs): past protobuf's 2 GB limit no ONNX file can hold them.
+void check_onnx_size(const ExportArgs& a, const std::vector<std::string>& formats,
+                     const DetectionModelImpl& model, int64_t rows) {
+  if (a.dynamic || std::find(formats.begin(), formats.end(), "onnx") == formats.end()) return;
+  int64_t weight_bytes = 0;
+  for (const auto& p : model.parameters()) weight_bytes += p.numel() * 4;
+  const int64_t per_image = rows * 4 * 4;  // grid x, y and anchor w, h per row, float32
+  const int64_t room = (int64_t{1} << 31) - weight_bytes - (int64_t{64} << 20);
+  if (per_image * a.batch_size <= room) return;
+  throw UsageError("--batch-size " + std::to_string(a.batch_size) +
+                   ": a fixed-size ONNX file holds the grid and anchors of every image of its "
+                   "batch, " +
+                   megabytes(static_cast<size_t>(per_image * a.batch_size)) +
+                   " here, more than the 2 GB an ONNX file can hold; use at most --batch-size " +
+                   std::to_string(std::max<int64_t>(room / per_image, 1)) +
+                   " at this --imgsz, or --dynamic (any batch)");
+}
+
 }  // namespace
 
 ExportResult run_export(const ExportArgs& a) {
@@ -151,16 +172,20 @@ ExportResult run_export(const ExportArgs& a) {
   const std::vector<int64_t> in_shape = {a.batch_size, 3, h, w};
 
   torch::NoGradGuard no_grad;
+  // One image traces the model and checks the TorchScript file: --batch-size only sets the
+  // files' input shape, so a large one allocates nothing here.
   const torch::Tensor im = torch::zeros(
-      in_shape,
+      {1, 3, h, w},
       torch::TensorOptions().device(dev.device).dtype(a.half ? torch::kHalf : torch::kFloat));
   const torch::Tensor y = lm.model->forward(im).pred;
   ExportResult result;
   result.output_shape = y.sizes().vec();
+  result.output_shape[0] = a.batch_size;
   const fs::path weights(a.weights);
-  log_info("PyTorch: starting from " + a.weights + " with output shape " +
+  log_info("PyTorch: starting from " + one_line(a.weights) + " with output shape " +
            shape_text(result.output_shape) + " (" + megabytes(fs::file_size(weights)) + ")");
 
+  check_onnx_size(a, formats, *lm.model, y.size(1));
   const ExportGraph graph = lower_model(*lm.model);
   for (const std::string& f : formats) {
     const Stopwatch t;
@@ -196,19 +221,23 @@ ExportResult run_export(const ExportArgs& a) {
       what = "ONNX (opset " + std::to_string(a.opset) + (a.dynamic ? ", dynamic" : "") + ")";
     }
     write_file_atomic(path, bytes);
-    log_info(what + ": export success " + seconds(t.seconds()) + ", saved as " + path + " (" +
-             megabytes(bytes.size()) + ")");
+    log_info(what + ": export success " + seconds(t.seconds()) + ", saved as " + one_line(path) +
+             " (" + megabytes(bytes.size()) + ")");
     result.files.push_back(path);
   }
   std::error_code ec;
   const std::string dir = fs::absolute(weights.parent_path(), ec).lexically_normal().string();
-  std::string next = "Export complete (" + seconds(total.seconds()) + ")\nResults saved to " + dir;
-  const std::string& example = result.files.back();
+  std::string next =
+      "Export complete (" + seconds(total.seconds()) + ")\nResults saved to " + one_line(dir);
+  const std::string example = one_line(result.files.back());
   const std::string size =
       " --imgsz " + std::to_string(h) + (h != w ? " " + std::to_string(w) : std::string());
+  // An exported file names no dataset: val is told the one the weights were trained on.
+  const std::string data = !a.data.empty() ? a.data : lm.data;
   next += "\nDetect:          " + sibling_program("detect") + " --weights " + example + size +
           " --source IMAGES";
-  next += "\nValidate:        " + sibling_program("val") + " --weights " + example + size;
+  next += "\nValidate:        " + sibling_program("val") + " --weights " + example + size +
+          " --data " + (data.empty() ? std::string("DATA.yaml") : one_line(data));
   next += "\nYOLOv5 (Python): python detect.py --weights " + example + size;
   log_info(next);
   return result;

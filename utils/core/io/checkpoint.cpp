@@ -100,6 +100,13 @@ std::string checkpoint_bytes(const Checkpoint& c) {
   d.insert("opt", c.opt);
   d.insert("hyp", c.hyp);
   d.insert("date", c.date.empty() ? now_iso8601() : c.date);
+  if (!c.model_yaml.empty()) d.insert("model_yaml", c.model_yaml);
+  if (c.nc > 0) d.insert("nc", c.nc);
+  if (!c.names.empty()) {
+    c10::impl::GenericList names(c10::StringType::get());
+    for (const std::string& n : c.names) names.push_back(n);
+    d.insert("names", names);
+  }
   const std::vector<char> bytes = pickle_save_plain(c10::IValue(d));
   return std::string(bytes.begin(), bytes.end());
 }
@@ -147,6 +154,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     c.opt = d.contains("opt") && d.at("opt").isString() ? d.at("opt").toStringRef() : "";
     c.hyp = d.contains("hyp") && d.at("hyp").isString() ? d.at("hyp").toStringRef() : "";
     c.date = d.contains("date") && d.at("date").isString() ? d.at("date").toStringRef() : "";
+    if (d.contains("model_yaml") && d.at("model_yaml").isString()) {
+      c.model_yaml = d.at("model_yaml").toStringRef();
+    }
+    if (d.contains("nc") && d.at("nc").isInt()) c.nc = d.at("nc").toInt();
+    if (d.contains("names") && d.at("names").isList()) {
+      for (const c10::IValue& n : d.at("names").toListRef()) {
+        if (!n.isString()) throw std::runtime_error(path + ": 'names' holds a non-string");
+        c.names.push_back(n.toStringRef());
+      }
+    }
   } catch (const c10::Error& e) {
     throw std::runtime_error(path + ": malformed checkpoint entry (" +
                              std::string(e.what_without_backtrace()) + ")");

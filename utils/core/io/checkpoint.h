@@ -1,8 +1,10 @@
 #pragma once
 // Training checkpoints (docs/ARCHITECTURE.md contract): a zip-format pickle of a dict with `epoch`,
 // `best_fitness`, `model` (name -> tensor, the EMA weights), `optimizer` (None once stripped),
-// `ema_updates`, `opt` and `hyp` (YAML text) and `date`; while training, also `train_model` and
-// `last_opt_step` for an exact --resume. Python's torch.load reads them; writes
+// `ema_updates`, `opt` and `hyp` (YAML text) and `date`; what makes the file self-contained:
+// `model_yaml` (the architecture's YAML text), `nc` and `names` (the classes it detects); while
+// training, also `train_model` and `last_opt_step` for an exact --resume. Files written before
+// `model_yaml`/`nc`/`names` existed load with them empty. Python's torch.load reads them; writes
 // are atomic (temporary file + rename), so a crash never leaves a broken file.
 #include <ATen/core/ivalue.h>
 
@@ -26,6 +28,9 @@ struct Checkpoint {
   std::string opt;  // opt.yaml text
   std::string hyp;  // hyp.yaml text
   std::string date;
+  std::string model_yaml;          // the model YAML's text ('' in older files)
+  int64_t nc = 0;                  // 0 in older files
+  std::vector<std::string> names;  // empty in older files
   bool has_optimizer() const { return !optimizer.isNone(); }
 };
 
