@@ -123,6 +123,8 @@ TEST(DataParallel, ReplicasAndTheirGradientsTakeTheMastersLayout) {
   EXPECT_GT(checked, 0);
   dp.reduce_grads();
   for (const auto& p : master->parameters()) {
-    if (p.dim() == 4) EXPECT_TRUE(p.grad().is_contiguous(cl));
+    if (p.dim() == 4) {
+      EXPECT_TRUE(p.grad().is_contiguous(cl));
+    }
   }
 }

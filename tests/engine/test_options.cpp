@@ -464,7 +464,9 @@ TEST(Hyp, ShortScheduleDiffersFromScratchLowOnlyInLearningRate) {
   EXPECT_DOUBLE_EQ(fast.lr0, 0.002);
   EXPECT_DOUBLE_EQ(fast.lrf, 0.1);
   for (const std::string& key : yolo::required_hyp_keys()) {
-    if (key != "lr0" && key != "lrf") EXPECT_DOUBLE_EQ(fast.at(key), low.at(key)) << key;
+    if (key != "lr0" && key != "lrf") {
+      EXPECT_DOUBLE_EQ(fast.at(key), low.at(key)) << key;
+    }
   }
 }
 

@@ -202,7 +202,9 @@ TEST(Nms, BatchedKeepsThePerImageRows) {
     const std::vector<torch::Tensor> want = yolo::non_max_suppression(p, stable);
     size_t most = 0;
     for (const auto& w : want) most = std::max(most, static_cast<size_t>(w.size(0)));
-    if (c.o.max_det > 0) EXPECT_EQ(most, static_cast<size_t>(c.o.max_det)) << c.name;
+    if (c.o.max_det > 0) {
+      EXPECT_EQ(most, static_cast<size_t>(c.o.max_det)) << c.name;
+    }
     for (const bool device_schedule : {true, false}) {
       const yolo::BatchDetections got =
           yolo::non_max_suppression_batched(p, device_schedule ? c.o : stable, device_schedule);

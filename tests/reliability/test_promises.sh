@@ -233,6 +233,23 @@ check 2 "--project: cannot create the folder '$tmp/afile': '$tmp/afile' is a fil
   "$T" --data "$tmp/d/data.yaml" "${TINY[@]}" --project "$tmp/afile"
 check 2 "is a file, not a folder" -- "$V" --weights "$best" --data "$tmp/d/data.yaml" --imgsz 64 --project "$tmp/afile"
 check 2 "is a file, not a folder" -- "$D" --weights "$best" --source "$tmp/one.png" --project "$tmp/afile"
+# A --project this user may not write (as root: run as user nobody, as test_disk_full does).
+as=()
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$D" --help >/dev/null 2>&1; then
+  as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  chmod 755 "$tmp"
+fi
+if [ "$(id -u)" -ne 0 ] || ((${#as[@]})); then
+  mkdir "$tmp/ro"
+  chmod 555 "$tmp/ro"
+  check 2 "--project: cannot create the folder '$tmp/ro/sub': '$tmp/ro' cannot be written (Permission denied)" \
+    -- "${as[@]}" "$D" --weights "$best" --source "$tmp/one.png" --imgsz 64 --project "$tmp/ro/sub"
+  check 2 "'$tmp/ro' cannot be written" -- "${as[@]}" "$V" --weights "$best" --data "$tmp/d/data.yaml" \
+    --imgsz 64 --project "$tmp/ro/sub"
+else
+  echo "unwritable --project: not checked (as root, and user nobody cannot run $D through setpriv)"
+fi
 check 2 "YOLO_ROOT=/nonexistent has no configs/models/" -- env YOLO_ROOT=/nonexistent "$T" --cfg yolov5n.yaml \
   --data "$tmp/d/data.yaml" --imgsz 64 --epochs 1 --device cpu --project "$tmp/runs"
 cp "$best" "$tmp/"$'forged\nWARNING: fake.pt'
