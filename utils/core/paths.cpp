@@ -140,10 +140,6 @@ std::string sibling_program(const std::string& program) {
   return (bin / program).string();
 }
 
-}  // namespace yolo
-
-namespace yolo {
-
 std::string safe_file_name(const std::string& name) {
   std::string out;
   for (const char c : name) {

@@ -69,9 +69,9 @@ void save_crop(const cv::Mat& im, const Detection& d, const fs::path& dir,
 }
 
 // Annotated videos: one writer per output (a file source's videos one after another, a stream's
-// for the whole run), each finished when its source moves on or the run ends.
-// A video is read back once finished: VideoWriter reports no failed write, and a full disk or a
-// file size limit would otherwise leave an unreadable file behind a "Results saved" line.
+// for the whole run), each finished when its source moves on or the run ends, then read back:
+// VideoWriter reports no failed write, and a full disk or a file size limit would otherwise leave
+// an unreadable file behind a "Results saved" line.
 class VideoSink {
  public:
   void write(int slot, const fs::path& out, const cv::Mat& im, double fps) {
