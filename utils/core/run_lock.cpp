@@ -31,6 +31,27 @@ std::string read_pid(int fd) {
   return pid.find_first_not_of("0123456789") == std::string::npos && !pid.empty() ? pid : "";
 }
 
+// Whether `fd` is the file at `file` now (not one a holder removed since it was opened).
+bool names_this_file(int fd, const std::string& file) {
+  struct stat mine = {}, there = {};
+  return ::fstat(fd, &mine) == 0 && ::stat(file.c_str(), &there) == 0 &&
+         mine.st_ino == there.st_ino && mine.st_dev == there.st_dev;
+}
+
+std::runtime_error lock_error(const std::string& dir, const std::string& file,
+                              const std::string& pid, int err) {
+  if (err == EWOULDBLOCK) {
+    return std::runtime_error(
+        "the run folder " + dir +
+        " is in use: " + (pid.empty() ? std::string("another process") : "process " + pid) +
+        " is training in it (its lock: " + file +
+        "); wait for that run to end, or start a new run (without --exist-ok, or another "
+        "--name)");
+  }
+  return std::runtime_error("cannot lock the run folder " + dir + " (" + file + ": " +
+                            std::strerror(err) + ")");
+}
+
 }  // namespace
 
 std::shared_ptr<RunLock> RunLock::acquire(const std::string& dir) {
@@ -55,37 +76,25 @@ std::shared_ptr<RunLock> RunLock::acquire(const std::string& dir) {
   }
   // The holder removes the file when it ends (below): a lock taken on a file that was removed
   // meanwhile locks nothing, so it is taken again on the file that is there now.
-  for (int tries = 0; tries < 8 && ::flock(fd, LOCK_EX | LOCK_NB) == 0; ++tries) {
-    struct stat mine {
-    }, there{};
-    if (::fstat(fd, &mine) != 0 || ::stat(file.c_str(), &there) != 0 ||
-        mine.st_ino != there.st_ino || mine.st_dev != there.st_dev) {
+  for (int tries = 0; tries < 8; ++tries) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      const std::string pid = read_pid(fd);
       ::close(fd);
-      fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      if (fd < 0) break;
-      continue;
+      throw lock_error(dir, file, pid, err);
     }
-    return take(fd, file, key);
-  }
-  if (fd < 0) {
-    throw std::runtime_error("cannot lock the run folder " + dir + ": cannot create " + file +
-                             " (" + std::strerror(errno) + ")");
-  }
-  {
-    const int err = errno;
-    const std::string pid = read_pid(fd);
+    if (names_this_file(fd, file)) return take(fd, file, key);
     ::close(fd);
-    if (err == EWOULDBLOCK) {
-      throw std::runtime_error(
-          "the run folder " + dir +
-          " is in use: " + (pid.empty() ? std::string("another process") : "process " + pid) +
-          " is training in it (its lock: " + file +
-          "); wait for that run to end, or start a new run (without --exist-ok, or another "
-          "--name)");
+    fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      throw std::runtime_error("cannot lock the run folder " + dir + ": cannot create " + file +
+                               " (" + std::strerror(errno) + ")");
     }
-    throw std::runtime_error("cannot lock the run folder " + dir + " (" + file + ": " +
-                             std::strerror(err) + ")");
   }
+  ::close(fd);
+  throw std::runtime_error(
+      "cannot lock the run folder " + dir + ": " + file +
+      " was replaced each time it was locked; is another program removing it?");
 }
 
 std::shared_ptr<RunLock> RunLock::take(int fd, const std::string& file, const std::string& key) {

@@ -181,19 +181,23 @@ std::string evolve(const TrainConfig& cfg) {
              format_progress("Evolve generation " + std::to_string(rows.size() + 1) + " (" +
                                  std::to_string(g + 1) + "/" + std::to_string(opt.evolve) + ")",
                              g, opt.evolve, clock.seconds()));
+    // A stop ends the evolution, not just the generation: its last.pt holds a plain run, and the
+    // evolution goes on from evolve.csv with the command said here.
+    const auto stopped = [&] {
+      return TrainingInterrupted("hyperparameter evolution stopped during generation " +
+                                 std::to_string(rows.size() + 1) + " (" + dir +
+                                 "/evolve.csv holds the " + std::to_string(rows.size()) +
+                                 " finished); continue it with the same command and --evolve " +
+                                 std::to_string(opt.evolve - g) + " --project " + opt.project +
+                                 " --name " + fs::path(dir).filename().string() + " --exist-ok");
+    };
+    // Asked for between two generations: train() starts each with a fresh request.
+    if (stop_requested()) throw stopped();
     TrainSummary s;
     try {
-      // A stop asked for between two generations (train() starts each with a fresh request).
-      if (stop_requested()) throw TrainingInterrupted("stopped before the generation started");
       s = train(cfg.evolve_generation(hyp_path, dir));
     } catch (const TrainingInterrupted&) {
-      // The generation's last.pt holds a plain run: evolution goes on from evolve.csv instead.
-      throw TrainingInterrupted("hyperparameter evolution stopped during generation " +
-                                std::to_string(rows.size() + 1) + " (" + dir +
-                                "/evolve.csv holds the " + std::to_string(rows.size()) +
-                                " finished); continue it with the same command and --evolve " +
-                                std::to_string(opt.evolve - g) + " --project " + opt.project +
-                                " --name " + fs::path(dir).filename().string() + " --exist-ok");
+      throw stopped();
     }
     // Append: results then genes.
     std::vector<double> row(s.last_results.begin(), s.last_results.end());

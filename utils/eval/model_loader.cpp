@@ -32,8 +32,9 @@ void warn_if_renamed(const std::string& weights, const std::vector<std::string>&
 
 // The architecture: --cfg's file, else the model YAML a checkpoint carries, else (older
 // checkpoints) the file its options name, else the one the weights' file name names.
-ModelSpec model_spec_for(const std::string& weights, const WeightsFile& wf, bool from_checkpoint,
-                         const std::string& cfg, std::string& out_cfg) {
+// `out_cfg` holds the file the checkpoint's options name ('' for plain weights).
+ModelSpec model_spec_for(const std::string& weights, const WeightsFile& wf, const std::string& cfg,
+                         std::string& out_cfg) {
   if (!cfg.empty()) {
     out_cfg = resolve_config(cfg, ConfigKind::kModel, "--cfg");
     return parse_model_spec_file(out_cfg);
@@ -50,7 +51,7 @@ ModelSpec model_spec_for(const std::string& weights, const WeightsFile& wf, bool
       throw UsageError("--cfg: required for " + weights +
                        " (a weights file without training options); pass the model YAML");
     }
-  } else if (from_checkpoint) {
+  } else {
     // The YAML named by the checkpoint's opt.yaml: when it is gone, say so (not a --cfg error).
     try {
       out_cfg = resolve_config(out_cfg, ConfigKind::kModel, "--cfg");
@@ -116,8 +117,7 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
   LoadedModel out;
   WeightsFile wf = read_weights_file(weights);
   StateDict sd = std::move(wf.weights);
-  const bool from_checkpoint = !wf.opt_yaml.empty();
-  if (from_checkpoint) {
+  if (!wf.opt_yaml.empty()) {  // a checkpoint of this trainer
     try {
       const YAML::Node opt = YAML::Load(wf.opt_yaml);
       if (opt["cfg"]) out.cfg = opt["cfg"].as<std::string>();
@@ -128,7 +128,7 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
     }
   }
   if (wf.yolov5) return load_yolov5_for_inference(weights, *wf.yolov5, cfg, data);
-  ModelSpec spec = model_spec_for(weights, wf, from_checkpoint, cfg, out.cfg);
+  ModelSpec spec = model_spec_for(weights, wf, cfg, out.cfg);
   // The names the checkpoint carries come first; older checkpoints name their data YAML.
   const std::string data_yaml = data.empty() ? (wf.names.empty() ? out.data : "") : data;
   if (!data.empty()) out.data = data;
