@@ -16,6 +16,7 @@
 
 #include "utils/core/runtime/cuda_env.h"
 #include "utils/core/runtime/grad_scaler.h"
+#include "utils/core/runtime/torch_compat.h"
 #include "utils/engine/optim.h"
 #include "utils/engine/optimizer_step.h"
 #include "utils/engine/phase_clock.h"

@@ -1,6 +1,7 @@
 // End-to-end training on tiny generated data: an overfit batch's loss falls and mAP rises, runs
 // are reproducible,
 // val reproduces the final metrics from best.pt, and detect writes images and labels.
+#include <c10/util/Backtrace.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -15,6 +16,7 @@
 #include <limits>
 #include <opencv2/imgcodecs.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "data/dataset.h"
@@ -553,18 +555,52 @@ TEST_F(TrainTest, BestPtIsWrittenWhenFitnessStaysZero) {
 
 // On a GPU a training step never waits for the device: one step of the real Trainer (loader,
 // copy, AMP forward, loss, backward, unscale, clip, fused SGD, EMA, running loss) runs under
-// CUDA's sync-debug mode set to error, which throws at any synchronising call.
+// CUDA's sync-debug mode set to warn, and every synchronising call the training thread makes is
+// collected with the stack that made it, so one run names them all.
 class SyncDebugWindow : public yolo::Callback {
  public:
+  // Keeps the ATen operator frames (which op waited) and the frames outside LibTorch (who called
+  // it); drops LibTorch's own.
+  class Collector : public c10::WarningHandler {
+   public:
+    void process(const c10::Warning& w) override {
+      if (w.msg().find("synchronizing CUDA operation") == std::string::npos) return;
+      std::istringstream frames(c10::get_backtrace(1, 64));
+      std::string line, kept;
+      for (int n = 0; std::getline(frames, line) && n < 24;) {
+        if (line.find("_ops::") == std::string::npos &&
+            line.find("/torch/lib/") != std::string::npos)
+          continue;
+        kept += line + "\n";
+        ++n;
+      }
+      traces.insert(kept);
+    }
+    std::set<std::string> traces;
+  };
+
   void on_train_batch_end(const yolo::BatchEvent& e) override {
-    if (e.i == 1) yolo::set_cuda_sync_debug_error(true);  // step 2 runs under it
+    if (e.i == 1) {  // step 2 runs under it
+      previous_ = c10::WarningUtils::get_warning_handler();
+      c10::WarningUtils::set_warning_handler(&collector);
+      yolo::set_cuda_sync_debug_warn(true);
+    }
     if (e.i == 2) {
-      yolo::set_cuda_sync_debug_error(false);
+      close();
       checked = true;
       yolo::request_stop();
     }
   }
+  void close() {
+    yolo::set_cuda_sync_debug_warn(false);
+    if (previous_) c10::WarningUtils::set_warning_handler(previous_);
+    previous_ = nullptr;
+  }
+  Collector collector;
   bool checked = false;
+
+ private:
+  c10::WarningHandler* previous_ = nullptr;
 };
 
 TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
@@ -581,10 +617,18 @@ TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
     trainer.fit();
   } catch (const yolo::TrainingInterrupted&) {
   } catch (const std::exception& e) {
-    yolo::set_cuda_sync_debug_error(false);
-    FAIL() << "a step synchronised with the GPU: " << e.what();
+    w->close();
+    FAIL() << "training failed: " << e.what();
   }
+  w->close();
   EXPECT_TRUE(w->checked);
+  EXPECT_TRUE(w->collector.traces.empty())
+      << w->collector.traces.size() << " synchronising call(s) in a step:\n"
+      << [&] {
+           std::string all;
+           for (const auto& t : w->collector.traces) all += "---\n" + t;
+           return all;
+         }();
 }
 
 namespace {

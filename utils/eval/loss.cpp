@@ -127,9 +127,9 @@ at::Tensor ComputeLoss::assigned_ciou(const at::Tensor& ps, const at::Tensor& an
 // One-hot class targets with label smoothing (YOLOv5's smooth_BCE): cp for the class, cn elsewhere.
 at::Tensor ComputeLoss::class_targets(const at::Tensor& pcls, const at::Tensor& tcls) const {
   const double cp = 1.0 - 0.5 * g_.label_smoothing, cn = 0.5 * g_.label_smoothing;
-  at::Tensor t = torch::full_like(pcls, cn);
-  t.index_put_({torch::arange(pcls.size(0), tcls.options()), tcls}, cp);
-  return t;
+  // scatter_ with a number fills on the device; index_put_ with one copies it there from the host,
+  // which waits for the GPU.
+  return torch::full_like(pcls, cn).scatter_(1, tcls.to(torch::kLong).view({-1, 1}), cp);
 }
 
 // The gains, then the total YOLOv5 backpropagates (times the batch size) and the logged items.

@@ -139,6 +139,16 @@ bool set_cuda_sync_debug_error(bool on) {
 #endif
 }
 
+bool set_cuda_sync_debug_warn(bool on) {
+#ifdef YOLO_WITH_CUDA
+  c10::cuda::warning_state().set_sync_debug_mode(on ? c10::cuda::SyncDebugMode::L_WARN
+                                                    : c10::cuda::SyncDebugMode::L_DISABLED);
+  return true;
+#else
+  return false;
+#endif
+}
+
 void configure_cudnn(bool deterministic) {
   auto& ctx = at::globalContext();
   ctx.setBenchmarkCuDNN(!deterministic);

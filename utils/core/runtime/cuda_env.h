@@ -42,6 +42,11 @@ void cuda_synchronize(const c10::Device& device);
 // the GPU throws. Returns false (and does nothing) without CUDA.
 bool set_cuda_sync_debug_error(bool on);
 
+// torch.cuda.set_sync_debug_mode("warn") while `on`: each synchronising call raises a c10 warning
+// ("called a synchronizing CUDA operation") on the thread that made it, and goes on. Returns false
+// (and does nothing) without CUDA.
+bool set_cuda_sync_debug_warn(bool on);
+
 // cuDNN autotuning as YOLOv5's init_seeds: benchmark on; with `deterministic`, benchmark off,
 // deterministic cuDNN and deterministic algorithms (warning, not failing, where one has none).
 void configure_cudnn(bool deterministic);
