@@ -62,6 +62,8 @@ class TrainTest : public ::testing::Test {
                                             "names: [circle, rectangle, triangle]\n";
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
+  // A test that stops its own Trainer leaves the request behind; train() clears it, fit() not.
+  void SetUp() override { yolo::clear_stop_request(); }
 
   static yolo::Options options(const std::string& name, int epochs) {
     yolo::Options o;

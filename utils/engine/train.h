@@ -32,6 +32,8 @@ class TrainingInterrupted : public std::runtime_error {
 // Asks a running train() to stop after the current step and save last.pt. Async-signal-safe.
 void request_stop();
 bool stop_requested();
+// Forgets a request: train() starts with none; so does each test that drives a Trainer itself.
+void clear_stop_request();
 
 // Runs the whole training, or continues one with --resume; throws on errors (UsageError for bad
 // values). `callbacks` run on every rank, after the rank-0 ones (progress, results.csv,

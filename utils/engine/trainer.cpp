@@ -36,6 +36,7 @@ std::atomic<bool> g_stop{false};
 
 void request_stop() { g_stop.store(true); }
 bool stop_requested() { return g_stop.load(); }
+void clear_stop_request() { g_stop.store(false); }
 
 std::string out_of_memory_message(const Options& opt, int world_size, const std::string& what) {
   const int per_gpu = opt.batch_size / std::max(world_size, 1);
@@ -387,7 +388,7 @@ TrainSummary train(TrainConfig cfg, std::vector<std::unique_ptr<Callback>> callb
 }
 
 TrainSummary train(TrainConfig cfg, const CallbackFactory& make_callbacks) {
-  g_stop.store(false);
+  clear_stop_request();
   Options in_force = cfg.opt();
   try {
     TrainSetup setup = set_up_training(std::move(cfg));
