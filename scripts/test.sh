@@ -45,6 +45,9 @@ else
   SETUP+=(--targets all)  # setup.sh alone builds only the programs
 fi
 bash scripts/setup.sh "${SETUP[@]}"
+# Tests compare runs bit for bit; ctest -j runs them beside each other, whose load must not change
+# the thread counts (tests/CMakeLists.txt sets it for most tests, this for every one).
+export YOLO_FIXED_THREADS=1
 if [ -z "${BUILD_DIR:-}" ]; then
   BUILD_DIR=build
   [ "$KIND" = system ] && BUILD_DIR=build-system

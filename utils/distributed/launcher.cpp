@@ -27,6 +27,7 @@
 
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
+#include "utils/core/runtime/cpu_threads.h"
 
 extern char** environ;
 
@@ -39,12 +40,6 @@ using Clock = std::chrono::steady_clock;
 const char* const kFlagSpellings[] = {"--nproc-per-node", "--nproc_per_node"};
 
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-int cpu_count() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 // The launcher's signal state: handlers only count and poke the self-pipe, the loop does the rest.
 volatile std::sig_atomic_t g_stop_signals = 0;
@@ -207,9 +202,10 @@ std::vector<std::string> worker_env(int rank, int nproc, const std::string& addr
   env.push_back("LOCAL_RANK=" + std::to_string(rank));
   env.push_back("WORLD_SIZE=" + std::to_string(nproc));
   env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(nproc));
-  // N processes each with a thread per core would oversubscribe the machine N times.
+  // N processes each with a thread per core would oversubscribe the machine N times; the cores
+  // are those of the affinity mask and the cgroup's CPU quota.
   if (!omp_set)
-    env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1, cpu_count() / nproc)));
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1, usable_cpus() / nproc)));
   return env;
 }
 

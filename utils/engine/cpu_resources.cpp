@@ -1,20 +1,11 @@
 #include "utils/engine/cpu_resources.h"
 
-#include <ATen/Parallel.h>
 #include <malloc.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <thread>
 
 namespace yolo {
-
-int usable_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 ThreadPlan plan_threads(bool cuda, int workers_flag, bool workers_given, int world_size,
                         int batch_size) {
@@ -26,7 +17,7 @@ ThreadPlan plan_threads(bool cuda, int workers_flag, bool workers_given, int wor
   const int cap = std::min(cpus / std::max(world_size, 1), batch_size > 1 ? batch_size : 0);
   p.workers = std::max(0, std::min(cap, cuda || workers_given ? workers_flag : 0));
   p.line = "threads: " + std::to_string(p.intra_op) + " intra-op (" +
-           (omp_set ? "OMP_NUM_THREADS" : std::to_string(cpus) + " cores") + "), ";
+           (omp_set ? "OMP_NUM_THREADS" : usable_cpus_reason()) + "), ";
   if (p.workers > 0) {
     p.line += std::to_string(p.workers) + " loader workers";
   } else {
@@ -35,8 +26,9 @@ ThreadPlan plan_threads(bool cuda, int workers_flag, bool workers_given, int wor
   return p;
 }
 
-void apply_thread_plan(const ThreadPlan& plan) {
-  if (at::get_num_threads() != plan.intra_op) at::set_num_threads(plan.intra_op);
+std::string apply_thread_plan(const ThreadPlan& plan, bool cpu, bool fixed) {
+  start_cpu_threads(plan.intra_op, cpu && !fixed);
+  return plan.line + "; intra-op " + cpu_threads_note();
 }
 
 void reuse_freed_memory() {

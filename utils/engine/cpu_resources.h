@@ -4,10 +4,9 @@
 // cores; and the allocator kept from returning memory that the next step allocates again.
 #include <string>
 
-namespace yolo {
+#include "utils/core/runtime/cpu_threads.h"  // usable_cpus
 
-// The cores this process may run on (its CPU affinity), at least 1.
-int usable_cpus();
+namespace yolo {
 
 struct ThreadPlan {
   int intra_op = 1;  // LibTorch's intra-op threads
@@ -24,8 +23,9 @@ struct ThreadPlan {
 ThreadPlan plan_threads(bool cuda, int workers_flag, bool workers_given, int world_size,
                         int batch_size);
 
-// Sets LibTorch's intra-op thread count to the plan's.
-void apply_thread_plan(const ThreadPlan& plan);
+// Sets LibTorch's intra-op thread count to the plan's; on the CPU, unless `fixed`, it then follows
+// the other processes' load (start_cpu_threads). Returns the line to log.
+std::string apply_thread_plan(const ThreadPlan& plan, bool cpu, bool fixed);
 
 // glibc's malloc serves large blocks (activations, gradients, batches) with mmap and unmaps them
 // on free, so every step faults the same pages in again (a tenth of a CPU step's time). This

@@ -72,9 +72,11 @@ void start_run(TrainSetup& s, TrainConfig cfg) {
   }
   s.threads = plan_threads(s.dev.device.is_cuda(), s.opt.workers, s.opt.was_given("workers"),
                            s.dist.world_size(), s.opt.batch_size / s.dist.world_size());
-  apply_thread_plan(s.threads);
+  // --deterministic keeps the count: CPU results change in their last bits with it.
+  const std::string threads_line =
+      apply_thread_plan(s.threads, s.dev.device.is_cpu(), s.opt.deterministic);
   reuse_freed_memory();
-  log_info(s.threads.line);
+  log_info(threads_line);
   if (s.opt.sync_bn && !s.dist.active()) {
     log_warn("--sync-bn is only used in DDP mode; ignored for this single process");
   }

@@ -14,6 +14,7 @@
 #include "utils/core/io/checkpoint.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/runtime/cuda_env.h"
 #include "utils/core/stopwatch.h"
 #include "utils/distributed/data_parallel.h"
@@ -152,6 +153,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     std::optional<Batch> batch = s_.batch_source ? s_.batch_source() : s_.train_loader->next();
     timing.data += data_clock.seconds();
     if (!batch) break;
+    cpu_threads_tick();
     const int64_t ni = i + nb_ * epoch;
     clock_.start();
     // uint8 travels, float arrives; with --augment-device cuda the batch is rendered there

@@ -10,6 +10,7 @@
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/runtime/device.h"
 #include "utils/eval/boxes.h"
 #include "utils/eval/inference_model.h"
@@ -76,6 +77,7 @@ struct Detector::Impl {
   // maps each image's boxes back to its own pixels.
   std::vector<std::vector<Detection>> run(const std::vector<cv::Mat>& images) {
     if (images.empty()) return {};
+    cpu_threads_tick();  // adapts only where the program started it (detect does)
     bool same = true;
     for (const cv::Mat& im : images) {
       if (im.empty() || im.type() != CV_8UC3) {

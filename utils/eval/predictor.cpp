@@ -16,6 +16,7 @@
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/progress.h"
+#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/media_source.h"
 #include "utils/eval/yolo_txt.h"
@@ -244,6 +245,7 @@ std::string run_detect(const DetectConfig& cfg) {
   so.vid_stride = cfg.vid_stride;
   so.stream_buffer = cfg.stream_buffer;
   Detector detector(cfg.weights, detector_options(cfg));
+  if (detector.device() == "cpu") start_threads_on_cpu();
   const std::vector<std::string>& names = detector.names();
   check_classes(cfg.classes, names);
   std::unique_ptr<FrameSource> source = open_source(cfg.source, so);

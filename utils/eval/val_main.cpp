@@ -14,6 +14,7 @@
 #include "utils/core/fs_atomic.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
+#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/runtime/cuda_env.h"
 #include "utils/core/runtime/device.h"
 #include "utils/eval/inference_model.h"
@@ -90,6 +91,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   std::string data = a.data;
   if (!data.empty()) data = resolve_config(data, ConfigKind::kData, "--data");
   const DeviceSelection dev = select_device(a.device, batch);
+  if (dev.device.is_cpu()) start_threads_on_cpu();
   InferenceOptions io;
   io.cfg = a.cfg;
   io.data = data;

@@ -12,6 +12,7 @@
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/progress.h"
+#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/runtime/grad_scaler.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/boxes.h"
@@ -82,6 +83,7 @@ class Validation {
       Stopwatch t0;
       std::optional<Batch> batch = loader.next();
       if (!batch) break;
+      cpu_threads_tick();
       process(*batch, t0);
       if (bar) bar->update(b, val_header());
     }
