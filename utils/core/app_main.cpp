@@ -8,12 +8,15 @@
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
+#include "utils/core/runtime/cpu_threads.h"
 
 namespace yolo {
 
 // Errors are one line each (names of files and classes in them included): a newline in a name
 // cannot forge a line of output.
 int run_app(const char* app, const std::function<int()>& body) {
+  // OpenMP sized its team from the affinity mask; a CPU quota allows fewer, from the first kernel.
+  init_cpu_threads();
   try {
     return body();
   } catch (const UsageError& e) {

@@ -28,7 +28,7 @@ ThreadPlan plan_threads(bool cuda, int workers_flag, bool workers_given, int wor
 
 std::string apply_thread_plan(const ThreadPlan& plan, bool cpu, bool fixed) {
   start_cpu_threads(plan.intra_op, cpu && !fixed);
-  return plan.line + "; intra-op " + cpu_threads_note();
+  return cpu ? plan.line + "; intra-op " + cpu_threads_note() : plan.line;
 }
 
 void reuse_freed_memory() {

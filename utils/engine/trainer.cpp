@@ -391,6 +391,10 @@ TrainSummary train(TrainConfig cfg, std::vector<std::unique_ptr<Callback>> callb
 
 TrainSummary train(TrainConfig cfg, const CallbackFactory& make_callbacks) {
   clear_stop_request();
+  // The caller gets its thread count back, however the run ends.
+  struct StopAdapting {
+    ~StopAdapting() { stop_cpu_threads(); }
+  } stop_adapting;
   Options in_force = cfg.opt();
   try {
     TrainSetup setup = set_up_training(std::move(cfg));

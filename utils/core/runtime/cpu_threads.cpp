@@ -48,8 +48,8 @@ std::vector<std::string> cgroup_levels(std::string path) {
 }
 
 // The smallest quota over `levels` under the first of `mounts` that has the files; `quota_at`
-// reads one level's quota in cores (nullopt: none there), `exists` says whether a level's file is
-// there at all.
+// reads one level's quota in cores (nullopt: none set there) and sets its `here` to whether that
+// level's file exists at all.
 template <typename QuotaAt>
 std::optional<double> smallest_quota(const std::vector<std::string>& mounts,
                                      const std::vector<std::string>& levels, QuotaAt quota_at) {
@@ -229,6 +229,13 @@ bool start_cpu_threads(int max_threads, bool adapt, double interval_s) {
   return true;
 }
 
+void stop_cpu_threads() {
+  Governor& g = governor();
+  if (!g.adapting) return;
+  g.adapting = false;
+  set_threads(g, g.max_threads);
+}
+
 void cpu_threads_tick() {
   Governor& g = governor();
   if (!g.adapting) return;
@@ -252,6 +259,13 @@ void cpu_threads_tick() {
 CpuThreadsState cpu_threads_state() {
   const Governor& g = governor();
   return {g.adapting, g.current, g.lowest, g.highest};
+}
+
+void init_cpu_threads() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp && std::atoi(omp) > 0) return;
+  const int n = usable_cpus();
+  if (at::get_num_threads() != n) at::set_num_threads(n);
 }
 
 void start_threads_on_cpu() {

@@ -41,6 +41,9 @@ CpuTicks parse_proc_stat(const std::string& text, const std::vector<int>& cpus);
 // the free cores, where a core three-quarters free still counts; at least 1.
 int threads_for_load(int max_threads, double others_busy);
 
+// At a program's start: the intra-op count set to usable_cpus() unless OMP_NUM_THREADS is set.
+void init_cpu_threads();
+
 // Sets LibTorch's intra-op threads to `max_threads` and, with `adapt`, lets cpu_threads_tick()
 // lower and raise them with the other processes' load (sampled at most every `interval_s`).
 // Adapting is off when the count is fixed by the environment (cpu_threads_fixed_by_env()) or
@@ -49,6 +52,9 @@ bool start_cpu_threads(int max_threads, bool adapt, double interval_s = 1.0);
 // What the programs log: " (2 cores), fewer while other processes keep cores busy (...)" after
 // "threads: N intra-op", or the reason the count is fixed.
 std::string cpu_threads_note();
+// Stops adapting and sets the count back to the start's: what a library call that adapted
+// leaves to its caller.
+void stop_cpu_threads();
 // Cheap between samples (a clock read): call it between steps or batches of the thread that runs
 // the kernels.
 void cpu_threads_tick();
