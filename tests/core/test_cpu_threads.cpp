@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "utils/core/runtime/cpu_threads.h"
+#include "utils/core/cpu_threads.h"
 
 namespace {
 

@@ -5,10 +5,10 @@
 #include <new>
 #include <string>
 
+#include "utils/core/cpu_threads.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
-#include "utils/core/runtime/cpu_threads.h"
 
 namespace yolo {
 

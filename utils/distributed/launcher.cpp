@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "utils/core/cpu_threads.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
-#include "utils/core/runtime/cpu_threads.h"
 
 extern char** environ;
 

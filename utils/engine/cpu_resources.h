@@ -4,7 +4,7 @@
 // cores; and the allocator kept from returning memory that the next step allocates again.
 #include <string>
 
-#include "utils/core/runtime/cpu_threads.h"  // usable_cpus
+#include "utils/core/cpu_threads.h"  // usable_cpus
 
 namespace yolo {
 

@@ -7,10 +7,10 @@
 
 #include "data/augment.h"
 #include "utils/core/cli.h"
+#include "utils/core/cpu_threads.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
-#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/runtime/device.h"
 #include "utils/eval/boxes.h"
 #include "utils/eval/inference_model.h"

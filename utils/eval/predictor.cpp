@@ -11,12 +11,12 @@
 #include <opencv2/videoio.hpp>
 #endif
 
+#include "utils/core/cpu_threads.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/progress.h"
-#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/media_source.h"
 #include "utils/eval/yolo_txt.h"

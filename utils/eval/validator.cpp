@@ -9,10 +9,10 @@
 #include <stdexcept>
 
 #include "data/dataset_config.h"
+#include "utils/core/cpu_threads.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/progress.h"
-#include "utils/core/runtime/cpu_threads.h"
 #include "utils/core/runtime/grad_scaler.h"
 #include "utils/core/stopwatch.h"
 #include "utils/eval/boxes.h"

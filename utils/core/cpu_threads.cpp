@@ -1,4 +1,4 @@
-#include "utils/core/runtime/cpu_threads.h"
+#include "utils/core/cpu_threads.h"
 
 #include <ATen/Parallel.h>
 #include <sched.h>
