@@ -14,7 +14,7 @@
 
 namespace yolo {
 
-// Reads a whole small file ("" path not found); tests pass their own.
+// Reads a whole small file (nullopt: not there); tests pass their own.
 using TextReader = std::function<std::optional<std::string>(const std::string& path)>;
 
 // The CPU quota of this process's cgroup and its ancestors, in cores (quota / period, the
@@ -26,7 +26,7 @@ std::optional<double> cgroup_cpu_quota();
 // The cores this process may use: its CPU affinity, capped by the cgroup quota rounded up; >= 1.
 int usable_cpus();
 // Why usable_cpus() says what it says, for the programs' first lines: "2 cores" or "1 of 2
-// cores: cgroup CPU quota 1.00".
+// cores: cgroup CPU quota 1".
 std::string usable_cpus_reason();
 
 // Busy time of the CPUs in `cpus` (ids) from the text of /proc/stat, in clock ticks: user, nice,
