@@ -157,25 +157,39 @@ std::optional<double> cgroup_cpu_quota(const TextReader& read) {
 
 std::optional<double> cgroup_cpu_quota() { return cgroup_cpu_quota(read_file); }
 
-int usable_cpus() {
+namespace {
+
+// The affinity mask's cores, the quota, and the usable count they give.
+struct UsableCpus {
+  int cores = 1, usable = 1;
+  std::optional<double> quota;
+};
+UsableCpus find_usable_cpus() {
   const std::vector<int> ids = affinity_cpus();
-  int n = ids.empty() ? static_cast<int>(std::thread::hardware_concurrency())
-                      : static_cast<int>(ids.size());
-  if (const std::optional<double> q = cgroup_cpu_quota()) {
-    n = std::min(n, static_cast<int>(std::ceil(*q - 1e-6)));
-  }
-  return std::max(1, n);
+  UsableCpus u;
+  u.cores = std::max<int>(1, ids.empty() ? std::thread::hardware_concurrency() : ids.size());
+  u.quota = cgroup_cpu_quota();
+  u.usable =
+      u.quota ? std::clamp(static_cast<int>(std::ceil(*u.quota - 1e-6)), 1, u.cores) : u.cores;
+  return u;
 }
 
+// OMP_NUM_THREADS when set to a positive count, else 0.
+int omp_num_threads() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  return omp ? std::max(0, std::atoi(omp)) : 0;
+}
+
+}  // namespace
+
+int usable_cpus() { return find_usable_cpus().usable; }
+
 std::string usable_cpus_reason() {
-  const std::vector<int> ids = affinity_cpus();
-  const int cores =
-      std::max<int>(1, ids.empty() ? std::thread::hardware_concurrency() : ids.size());
-  const int n = usable_cpus();
-  if (n == cores) return std::to_string(n) + (n == 1 ? " core" : " cores");
+  const UsableCpus u = find_usable_cpus();
+  if (u.usable == u.cores) return std::to_string(u.usable) + (u.usable == 1 ? " core" : " cores");
   std::ostringstream s;
   s.precision(3);
-  s << n << " of " << cores << " cores: cgroup CPU quota " << cgroup_cpu_quota().value_or(0);
+  s << u.usable << " of " << u.cores << " cores: cgroup CPU quota " << u.quota.value_or(0);
   return s.str();
 }
 
@@ -203,9 +217,8 @@ int threads_for_load(int max_threads, double others_busy) {
 }
 
 bool cpu_threads_fixed_by_env() {
-  const char* omp = std::getenv("OMP_NUM_THREADS");
   const char* fixed = std::getenv("YOLO_FIXED_THREADS");
-  return (omp && std::atoi(omp) > 0) || (fixed && std::string(fixed) == "1");
+  return omp_num_threads() > 0 || (fixed && std::string(fixed) == "1");
 }
 
 bool start_cpu_threads(int max_threads, bool adapt, double interval_s) {
@@ -262,22 +275,21 @@ CpuThreadsState cpu_threads_state() {
 }
 
 void init_cpu_threads() {
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (omp && std::atoi(omp) > 0) return;
+  if (omp_num_threads() > 0) return;
   const int n = usable_cpus();
   if (at::get_num_threads() != n) at::set_num_threads(n);
 }
 
 void start_threads_on_cpu() {
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  const int n = omp && std::atoi(omp) > 0 ? std::atoi(omp) : usable_cpus();
+  const int omp = omp_num_threads();
+  const int n = omp > 0 ? omp : usable_cpus();
   start_cpu_threads(n, true);
   static bool logged = false;
   if (logged) return;
   logged = true;
   log_info("threads: " + std::to_string(n) + " intra-op (" +
-           (omp && std::atoi(omp) > 0 ? std::string("OMP_NUM_THREADS") : usable_cpus_reason()) +
-           "), " + cpu_threads_note());
+           (omp > 0 ? std::string("OMP_NUM_THREADS") : usable_cpus_reason()) + "), " +
+           cpu_threads_note());
 }
 
 std::string cpu_threads_note() {

@@ -129,25 +129,22 @@ void cuda_synchronize(const c10::Device& device) {
 #endif
 }
 
-bool set_cuda_sync_debug_error(bool on) {
+namespace {
+// torch.cuda.set_sync_debug_mode: `on` picks "error" (or "warn"), off "default".
+bool set_cuda_sync_debug([[maybe_unused]] bool on, [[maybe_unused]] bool error) {
 #ifdef YOLO_WITH_CUDA
-  c10::cuda::warning_state().set_sync_debug_mode(on ? c10::cuda::SyncDebugMode::L_ERROR
-                                                    : c10::cuda::SyncDebugMode::L_DISABLED);
+  using c10::cuda::SyncDebugMode;
+  c10::cuda::warning_state().set_sync_debug_mode(
+      !on ? SyncDebugMode::L_DISABLED : (error ? SyncDebugMode::L_ERROR : SyncDebugMode::L_WARN));
   return true;
 #else
   return false;
 #endif
 }
+}  // namespace
 
-bool set_cuda_sync_debug_warn(bool on) {
-#ifdef YOLO_WITH_CUDA
-  c10::cuda::warning_state().set_sync_debug_mode(on ? c10::cuda::SyncDebugMode::L_WARN
-                                                    : c10::cuda::SyncDebugMode::L_DISABLED);
-  return true;
-#else
-  return false;
-#endif
-}
+bool set_cuda_sync_debug_error(bool on) { return set_cuda_sync_debug(on, true); }
+bool set_cuda_sync_debug_warn(bool on) { return set_cuda_sync_debug(on, false); }
 
 void configure_cudnn(bool deterministic) {
   auto& ctx = at::globalContext();
