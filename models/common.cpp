@@ -222,10 +222,11 @@ void ConvImpl::fuse() {
   fused_ = true;
 }
 
-BottleneckImpl::BottleneckImpl(int c1, int c2, bool shortcut, int g, double e) {
+BottleneckImpl::BottleneckImpl(int c1, int c2, bool shortcut, int g, double e,
+                               std::array<int, 2> k) {
   const int c_ = static_cast<int>(c2 * e);
-  cv1 = register_module("cv1", Conv(c1, c_, 1, 1));
-  cv2 = register_module("cv2", Conv(c_, c2, 3, 1, -1, g));
+  cv1 = register_module("cv1", Conv(c1, c_, k[0], 1));
+  cv2 = register_module("cv2", Conv(c_, c2, k[1], 1, -1, g));
   add_ = shortcut && c1 == c2;
 }
 
@@ -234,13 +235,13 @@ torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
   return add_ ? x + y : y;
 }
 
-C3Impl::C3Impl(int c1, int c2, int n, bool shortcut, int g, double e) {
+C3Impl::C3Impl(int c1, int c2, int n, bool shortcut, int g, double e, std::array<int, 2> k) {
   const int c_ = static_cast<int>(c2 * e);
   cv1 = register_module("cv1", Conv(c1, c_, 1, 1));
   cv2 = register_module("cv2", Conv(c1, c_, 1, 1));
   cv3 = register_module("cv3", Conv(2 * c_, c2, 1));
   torch::nn::Sequential seq;
-  for (int i = 0; i < n; ++i) seq->push_back(Bottleneck(c_, c_, shortcut, g, 1.0));
+  for (int i = 0; i < n; ++i) seq->push_back(Bottleneck(c_, c_, shortcut, g, 1.0, k));
   m = register_module("m", seq);
 }
 

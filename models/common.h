@@ -104,7 +104,9 @@ TORCH_MODULE(Conv);
 
 class BottleneckImpl : public torch::nn::Module {
  public:
-  BottleneckImpl(int c1, int c2, bool shortcut = true, int g = 1, double e = 0.5);
+  // k: cv1's and cv2's kernel sizes (YOLOv5's 1 and 3; Ultralytics' blocks use 3 and 3).
+  BottleneckImpl(int c1, int c2, bool shortcut = true, int g = 1, double e = 0.5,
+                 std::array<int, 2> k = {1, 3});
   torch::Tensor forward(const torch::Tensor& x);
   bool shortcut() const { return add_; }  // adds the input to cv2's output
   Conv cv1{nullptr}, cv2{nullptr};
@@ -117,7 +119,9 @@ TORCH_MODULE(Bottleneck);
 // CSP bottleneck with 3 convolutions.
 class C3Impl : public torch::nn::Module {
  public:
-  C3Impl(int c1, int c2, int n = 1, bool shortcut = true, int g = 1, double e = 0.5);
+  // k: the Bottlenecks' kernel sizes (Ultralytics' C3k uses 3 and 3).
+  C3Impl(int c1, int c2, int n = 1, bool shortcut = true, int g = 1, double e = 0.5,
+         std::array<int, 2> k = {1, 3});
   torch::Tensor forward(const torch::Tensor& x);
   // Replaces the Bottlenecks (C3x, C3TR, C3SPP, C3Ghost); `m` then stays empty.
   void replace_m(std::shared_ptr<torch::nn::Module> module,

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "utils/core/log.h"
+
 namespace yolo {
 
 DetectImpl::DetectImpl(int nc_, const std::vector<std::vector<double>>& a,
@@ -50,6 +52,19 @@ torch::Tensor DetectImpl::decode(const std::vector<torch::Tensor>& raw) {
     z.push_back(torch::cat({xy, wh, s.slice(4, 4)}, 4).view({bs, na * ny * nx, no}));
   }
   return torch::cat(z, 1);
+}
+
+void DetectImpl::set_strides(const std::vector<float>& strides) {
+  torch::NoGradGuard no_grad;
+  stride = torch::tensor(strides);
+  const torch::Tensor area = anchors.prod(-1).mean(-1).view(-1);
+  const double da = (area[-1] - area[0]).item<double>();
+  const double ds = strides.back() - strides.front();
+  if (da != 0 && (da > 0) != (ds > 0)) {
+    log_info("AutoAnchor: Reversing anchor order");
+    anchors.copy_(anchors.flip(0));
+  }
+  anchors.div_(stride.view({-1, 1, 1}));
 }
 
 void DetectImpl::initialize_biases() {

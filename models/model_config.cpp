@@ -4,11 +4,18 @@
 
 #include <stdexcept>
 
+#include "utils/core/log.h"
+#include "utils/core/paths.h"
 #include "utils/core/yaml_io.h"
 
 namespace yolo {
 
 namespace {
+
+std::string fs_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
 
 std::string at(const std::string& src, const YAML::Node& n) {
   return src + ":" + std::to_string(n.Mark().line + 1);
@@ -115,14 +122,48 @@ void parse_layers(const YAML::Node& root, const std::string& src, ModelSpec& spe
   }
 }
 
-ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
-  if (!root.IsMap()) throw std::runtime_error(src + ": a model YAML must be a mapping");
-  ModelSpec spec;
-  spec.source = src;
-  spec.nc = yaml_get<int>(root, "nc", src);
+// Ultralytics' `scales:` (letter: [depth, width, max_channels]): the letter the file was named
+// with, else the first one (as Ultralytics, with a warning).
+void parse_scales(const YAML::Node& root, const std::string& src, const std::string& scale,
+                  ModelSpec& spec) {
+  const YAML::Node scales = root["scales"];
+  if (!scales.IsMap() || scales.size() == 0) {
+    throw std::runtime_error(at(src, scales) +
+                             ": 'scales' must map scale letters to [depth, width, max_channels]");
+  }
+  std::string letters;
+  for (const auto& kv : scales) letters += (letters.empty() ? "" : ", ") + kv.first.Scalar();
+  std::string chosen = scale;
+  if (chosen.empty()) {
+    chosen = scales.begin()->first.Scalar();
+    log_warn(src + ": no model scale in the file name (such as yolo11n.yaml); using scale '" +
+             chosen + "'");
+  }
+  const YAML::Node row = scales[chosen];
+  if (!row) {
+    throw std::runtime_error(src + ": scale '" + chosen + "' is not in 'scales' (it has " +
+                             letters + "); name the model with one of them, such as " +
+                             "yolo11" + scales.begin()->first.Scalar() + ".yaml");
+  }
+  std::vector<double> v;
+  try {
+    v = row.as<std::vector<double>>();
+  } catch (const YAML::Exception&) {
+  }
+  if (v.size() != 3 || !(v[0] > 0 && v[0] <= 16) || !(v[1] > 0 && v[1] <= 16) || !(v[2] >= 8)) {
+    throw std::runtime_error(at(src, row) + ": scale '" + chosen +
+                             "' must be [depth (0-16], width (0-16], max_channels >= 8]");
+  }
+  spec.scale = chosen;
+  spec.depth_multiple = v[0];
+  spec.width_multiple = v[1];
+  spec.max_channels = v[2];
+}
+
+// YOLOv5's multiples, required when there are no `scales:`.
+void parse_multiples(const YAML::Node& root, const std::string& src, ModelSpec& spec) {
   spec.depth_multiple = yaml_get<double>(root, "depth_multiple", src);
   spec.width_multiple = yaml_get<double>(root, "width_multiple", src);
-  if (spec.nc < 1) throw std::runtime_error(at(src, root["nc"]) + ": nc must be >= 1");
   // YOLOv5's models use 0.33-1.33 and 0.25-1.25; far past them a model fills no memory there is,
   // and the allocator's message would name neither the file nor the key.
   for (const char* key : {"depth_multiple", "width_multiple"}) {
@@ -133,7 +174,38 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
                                "models use 0.25 to 1.33)");
     }
   }
-  parse_anchors(root, src, spec);
+}
+
+ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
+  if (!root.IsMap()) throw std::runtime_error(src + ": a model YAML must be a mapping");
+  ModelSpec spec;
+  spec.source = src;
+  spec.nc = yaml_get<int>(root, "nc", src);
+  if (spec.nc < 1) throw std::runtime_error(at(src, root["nc"]) + ": nc must be >= 1");
+  spec.anchor_free = !root["anchors"];
+  if (root["scales"]) {
+    // The letter a file was named with (read_model_yaml writes it as `scale:`), as Ultralytics.
+    const YAML::Node scale = root["scale"];
+    parse_scales(root, src, scale && scale.IsScalar() ? scale.Scalar() : "", spec);
+  } else {
+    parse_multiples(root, src, spec);
+  }
+  if (spec.anchor_free) {
+    if (const YAML::Node r = root["reg_max"]; r && !r.IsNull()) {
+      spec.reg_max = yaml_get<int>(root, "reg_max", src);
+      if (spec.reg_max < 1 || spec.reg_max > 64) {
+        throw std::runtime_error(at(src, r) + ": reg_max must be 1 to 64");
+      }
+    }
+    if (const YAML::Node e = root["end2end"]; e && !e.IsNull() && yaml_get<bool>(root, "end2end", src)) {
+      throw std::runtime_error(at(src, e) +
+                               ": end2end heads (one-to-one, without NMS) are not supported; "
+                               "the anchor-free models supported are YOLOv8 and YOLO11 "
+                               "(configs/models/yolov8.yaml, yolo11.yaml)");
+    }
+  } else {
+    parse_anchors(root, src, spec);
+  }
   if (const YAML::Node act = root["activation"]; act && !act.IsNull()) {
     if (!act.IsScalar()) {
       throw std::runtime_error(at(src, act) + ": 'activation' must be a module such as " +
@@ -149,8 +221,23 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
 
 }  // namespace
 
+std::string read_model_yaml(const std::string& path) {
+  const ScaledModelName scaled = scaled_model_name(path);
+  if (scaled.unified.empty() || file_problem(path) != "not found" ||
+      !file_problem(scaled.unified).empty()) {
+    return read_text_file(path);
+  }
+  std::string text = read_text_file(scaled.unified);
+  if (!load_yaml_text(text, scaled.unified)["scales"]) {
+    throw std::runtime_error(path + " not found, and " + scaled.unified +
+                             " has no 'scales' to read scale '" + scaled.scale + "' from");
+  }
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  return text + "scale: " + scaled.scale + "  # from the name " + fs_name(path) + "\n";
+}
+
 ModelSpec parse_model_spec_file(const std::string& path) {
-  return parse_node(load_yaml_file(path), path);
+  return parse_node(load_yaml_text(read_model_yaml(path), path), path);
 }
 
 ModelSpec parse_model_spec_string(const std::string& yaml, const std::string& source) {

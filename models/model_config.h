@@ -1,6 +1,8 @@
 #pragma once
-// A model YAML (YOLOv5 v7.0 schema: nc, depth_multiple, width_multiple, anchors, backbone, head)
-// parsed into plain values, with errors that name the file, the line and the layer at fault.
+// A model YAML parsed into plain values, with errors that name the file, the line and the layer at
+// fault. Two schemas: YOLOv5 v7.0's (nc, depth_multiple, width_multiple, anchors, backbone, head)
+// and Ultralytics' anchor-free one (nc, scales, optional reg_max, backbone, head; no anchors), whose
+// scale letter comes from the file name: "yolo11s.yaml" is yolo11.yaml at scale s.
 #include <string>
 #include <vector>
 
@@ -30,11 +32,23 @@ struct ModelSpec {
   int activation_line = 0;
   std::vector<LayerSpec> layers;  // backbone then head
 
+  // Ultralytics' schema: no `anchors:`, so the Detect head is anchor-free (distances to the box
+  // sides, reg_max bins each). `scale` is the letter read ("" for a YAML without `scales:`);
+  // max_channels caps every layer's channels before the width multiple.
+  bool anchor_free = false;
+  std::string scale;
+  double max_channels = 0;  // 0: no cap
+  int reg_max = 16;
+
   int anchors_per_level() const {
     return anchor_count > 0 ? anchor_count : static_cast<int>(anchors.at(0).size() / 2);
   }
 };
 
+// The YAML text `path` names: the file, or for a scaled name such as "yolo11s.yaml" (no such file
+// beside yolo11.yaml) yolo11.yaml's text with `scale: s` added, so the text alone rebuilds the
+// model (checkpoints keep it).
+std::string read_model_yaml(const std::string& path);
 ModelSpec parse_model_spec_file(const std::string& path);
 ModelSpec parse_model_spec_string(const std::string& yaml, const std::string& source = "<string>");
 

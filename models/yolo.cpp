@@ -8,7 +8,9 @@
 #include <set>
 #include <sstream>
 
+#include "models/anchor_free_detect.h"
 #include "models/common.h"
+#include "models/csp_attention.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
 
@@ -119,7 +121,8 @@ struct ParsedLayer {
   std::vector<int> from_ch;  // their channel counts
   RunFn run;
   std::shared_ptr<torch::nn::Module> mod;
-  Detect detect{nullptr};
+  std::shared_ptr<DetectHead> head;  // the Detect layer's
+  Detect detect{nullptr};            // YOLOv5's head
   int c2 = 0;  // output channels
   std::vector<std::string> shown_args;
 
@@ -137,8 +140,10 @@ struct ParsedLayer {
 
 // Scaling and class counts that every layer's arguments are read with.
 struct ModelScale {
-  int nc, no;
+  int nc, no;  // no: YOLOv5's Detect outputs (not width-scaled); -1 for anchor-free models
   double gw;
+  double max_channels;  // 0: no cap
+  std::string scale;    // the scale letter, "" without `scales:`
 };
 
 // Conv and Bottleneck repeat as an nn.Sequential when n > 1 (YOLOv5 parse_model).
@@ -159,12 +164,52 @@ const std::set<std::string>& block_modules() {
   static const std::set<std::string> k = {
       "Conv", "GhostConv", "Bottleneck", "GhostBottleneck", "SPP",
       "SPPF", "DWConv",    "Focus",      "CrossConv",       "BottleneckCSP",
-      "C3",   "C3TR",      "C3SPP",      "C3Ghost",         "C3x"};
+      "C3",   "C3TR",      "C3SPP",      "C3Ghost",         "C3x",
+      "C2f",  "C3k2",      "C2PSA"};
   return k;
 }
 bool repeats_inside(const std::string& module) {
   return module == "BottleneckCSP" || module == "C3" || module == "C3TR" || module == "C3Ghost" ||
          module == "C3x";
+}
+
+// Ultralytics' C2f [c2, shortcut=False, g, e], C3k2 [c2, c3k=False, e, attn=False, g,
+// shortcut=True] (c3k forced on at scales m, l and x) and C2PSA [c2, e]: n goes inside, as the
+// third argument.
+void parse_csp_block(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n,
+                     const ModelScale& m) {
+  const int c1 = p.from_ch[0], c2 = p.c2;
+  const std::string& mod = L.module;
+  const auto opt_int = [&](size_t i, int fallback) {
+    return a.has(i) ? a.integer(i, m.nc) : fallback;
+  };
+  const auto opt_bool = [&](size_t i, bool fallback) { return a.has(i) ? a.boolean(i) : fallback; };
+  const auto opt_num = [&](size_t i, double fallback) { return a.has(i) ? a.number(i) : fallback; };
+  p.shown_args.insert(p.shown_args.begin() + 2, std::to_string(n));
+  try {
+    if (mod == "C2f") {
+      a.expect_count(1, 4);
+      p.use(C2f(c1, c2, n, opt_bool(1, false), opt_int(2, 1), opt_num(3, 0.5)));
+    } else if (mod == "C3k2") {
+      a.expect_count(1, 6);
+      bool c3k = opt_bool(1, false);
+      if (m.scale == "m" || m.scale == "l" || m.scale == "x") {
+        c3k = true;
+        if (p.shown_args.size() > 3) {
+          p.shown_args[3] = "True";
+        } else {
+          p.shown_args.push_back("True");
+        }
+      }
+      p.use(make_c3k2(c1, c2, n, c3k, opt_num(2, 0.5), opt_bool(3, false), opt_int(4, 1),
+                      opt_bool(5, true)));
+    } else {
+      a.expect_count(1, 2);
+      p.use(C2PSA(c1, c2, n, opt_num(1, 0.5)));
+    }
+  } catch (const std::invalid_argument& err) {
+    throw std::runtime_error(a.where() + ": " + err.what());
+  }
 }
 
 void parse_block(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n,
@@ -174,6 +219,7 @@ void parse_block(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n,
   const int c1 = p.single_input(a, mod);
   if (L.args.empty()) throw std::runtime_error(a.where() + ": " + mod + " needs c2");
   int c2 = a.integer(0, nc);
+  if (m.max_channels > 0) c2 = static_cast<int>(std::min<double>(c2, m.max_channels));
   if (c2 != m.no) c2 = make_divisible(c2 * m.gw, 8);
   p.c2 = c2;
   p.shown_args = {std::to_string(c1), std::to_string(c2)};
@@ -183,7 +229,9 @@ void parse_block(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n,
   };
   const auto opt_bool = [&](size_t i, bool fallback) { return a.has(i) ? a.boolean(i) : fallback; };
   const auto opt_num = [&](size_t i, double fallback) { return a.has(i) ? a.number(i) : fallback; };
-  if (repeats_inside(mod)) {
+  if (mod == "C2f" || mod == "C3k2" || mod == "C2PSA") {
+    parse_csp_block(p, L, a, n, m);
+  } else if (repeats_inside(mod)) {
     a.expect_count(1, 4);
     p.shown_args.insert(p.shown_args.begin() + 2, std::to_string(n));
     const bool shortcut = opt_bool(1, true);
@@ -328,10 +376,10 @@ void parse_torch_layer(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, i
   p.use(torch::nn::ZeroPad2d(torch::nn::ZeroPad2dOptions({pad[0], pad[1], pad[2], pad[3]})));
 }
 
-void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const ModelSpec& spec,
-                  bool last) {
+// YOLOv5's Detect [nc, anchors].
+void parse_anchor_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a,
+                         const ModelSpec& spec) {
   a.expect_count(2, 2);
-  if (!last) throw std::runtime_error(a.where() + ": Detect must be the last layer");
   if (L.args[1] != "anchors") {
     throw std::runtime_error(a.where() + ": Detect's second argument must be 'anchors'");
   }
@@ -348,8 +396,35 @@ void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const 
                              " levels");
   }
   p.detect = Detect(a.integer(0, spec.nc), anchors, p.from_ch);
+  p.head = p.detect.ptr();
   p.mod = p.detect.ptr();
   p.shown_args = {std::to_string(spec.nc), "anchors"};
+}
+
+// Ultralytics' anchor-free Detect [nc]: YOLOv8's classification branch ("legacy") unless the
+// model has a C3k2 before it, as Ultralytics decides.
+void parse_anchor_free_detect(ParsedLayer& p, const ArgReader& a, const ModelSpec& spec,
+                              size_t i) {
+  a.expect_count(1, 1);
+  bool legacy = true;
+  for (size_t k = 0; k < i; ++k) legacy = legacy && spec.layers[k].module != "C3k2";
+  auto head = AnchorFreeDetect(a.integer(0, spec.nc), spec.reg_max, legacy, p.from_ch);
+  p.head = head.ptr();
+  p.mod = head.ptr();
+  p.shown_args = {std::to_string(spec.nc), std::to_string(spec.reg_max), "None"};
+}
+
+void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const ModelSpec& spec,
+                  size_t i) {
+  if (i + 1 != spec.layers.size()) throw std::runtime_error(a.where() + ": Detect must be the last layer");
+  if (spec.anchor_free) {
+    if (L.args.size() == 2 && L.args[1] == "anchors") {
+      throw std::runtime_error(a.where() + ": Detect [nc, anchors] needs 'anchors:' in the YAML");
+    }
+    parse_anchor_free_detect(p, a, spec, i);
+  } else {
+    parse_anchor_detect(p, L, a, spec);
+  }
 }
 
 // Layer `i` of the YAML: its inputs (checked against the earlier layers) and its module.
@@ -378,14 +453,14 @@ ParsedLayer parse_layer(const ModelSpec& spec, size_t i, int n, const ModelScale
   } else if (L.module == "nn.Upsample") {
     parse_upsample(p, L, a);
   } else if (L.module == "Detect") {
-    parse_detect(p, L, a, spec, i + 1 == spec.layers.size());
+    parse_detect(p, L, a, spec, i);
   } else {
     throw std::runtime_error(
         a.where() + ": unknown module '" + L.module +
         "' (supported: Conv, DWConv, GhostConv, Focus, Bottleneck, "
         "BottleneckCSP, GhostBottleneck, CrossConv, C3, C3x, C3TR, C3SPP, "
-        "C3Ghost, SPP, SPPF, Contract, Expand, Concat, nn.Upsample, nn.MaxPool2d, "
-        "nn.ZeroPad2d, Detect)");
+        "C3Ghost, SPP, SPPF, C2f, C3k2, C2PSA, Contract, Expand, Concat, nn.Upsample, "
+        "nn.MaxPool2d, nn.ZeroPad2d, Detect)");
   }
   return p;
 }
@@ -406,10 +481,10 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
              " with nc=" + std::to_string(nc_override));
     spec_.nc = nc_override;
   }
-  if (spec_.anchor_count == 0 && spec_.anchors.empty()) {
+  if (!spec_.anchor_free && spec_.anchor_count == 0 && spec_.anchors.empty()) {
     throw std::runtime_error(spec_.source + ": the model has no anchors");
   }
-  const int na = spec_.anchors_per_level();
+  const int na = spec_.anchor_free ? 0 : spec_.anchors_per_level();
   Activation activation;
   if (!spec_.activation.empty()) {
     try {
@@ -421,7 +496,8 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
     log_info("activation: " + activation.text());
   }
   const DefaultActivation conv_activation(activation);
-  const ModelScale scale{spec_.nc, na * (spec_.nc + 5), spec_.width_multiple};
+  const ModelScale scale{spec_.nc, spec_.anchor_free ? -1 : na * (spec_.nc + 5),
+                         spec_.width_multiple, spec_.max_channels, spec_.scale};
   model = register_module("model", torch::nn::ModuleList());
   std::vector<int> out_ch;
   keep_.assign(spec_.layers.size(), false);
@@ -451,22 +527,25 @@ DetectionModelImpl::DetectionModelImpl(ModelSpec spec, int nc_override, int in_c
     for (size_t k = 0; k < L.from.size(); ++k) {
       if (p.from[k] >= 0 && L.from[k] != -1) keep_[p.from[k]] = true;
     }
-    if (p.detect) detect_ = p.detect;
+    if (p.head) {
+      detect_ = p.detect;
+      head_ = p.head;
+      head_module_ = p.mod;
+    }
     model->push_back(p.mod);
-    layers_.push_back({p.from, p.run, static_cast<bool>(p.detect)});
+    layers_.push_back({p.from, p.run, static_cast<bool>(p.head)});
     out_ch.push_back(p.c2);
     table << std::right << std::setw(3) << i << std::setw(18) << from_text(L.from) << std::setw(3)
           << n << std::setw(10) << count_params(*p.mod) << "  " << std::left << std::setw(40)
           << ("models.common." + L.module) << join_args(p.shown_args) << "\n";
   }
-  if (!detect_) throw std::runtime_error(spec_.source + ": the model has no Detect layer");
+  if (!head_) throw std::runtime_error(spec_.source + ": the model has no Detect layer");
   table_ = table.str();
   set_strides(in_ch);
-  detect_->initialize_biases();
+  head_->initialize_biases();
 }
 
-// Strides from a forward pass (eval mode, so BatchNorm statistics stay untouched), then YOLOv5's
-// check_anchor_order (anchor areas must grow with stride) and anchors in stride units.
+// Strides from a forward pass (eval mode, so BatchNorm statistics stay untouched).
 void DetectionModelImpl::set_strides(int in_ch) {
   torch::NoGradGuard no_grad;
   const int s = 256;
@@ -474,16 +553,10 @@ void DetectionModelImpl::set_strides(int in_ch) {
   const auto raw = forward_raw(torch::zeros({1, in_ch, s, s}));
   train();
   std::vector<float> strides;
-  for (const auto& r : raw) strides.push_back(static_cast<float>(s) / r.size(2));
-  detect_->stride = torch::tensor(strides);
-  const torch::Tensor area = detect_->anchors.prod(-1).mean(-1).view(-1);
-  const double da = (area[-1] - area[0]).item<double>();
-  const double ds = strides.back() - strides.front();
-  if (da != 0 && (da > 0) != (ds > 0)) {
-    log_info("AutoAnchor: Reversing anchor order");
-    detect_->anchors.copy_(detect_->anchors.flip(0));
+  for (const auto& r : raw) {
+    strides.push_back(static_cast<float>(s) / r.size(2));
   }
-  detect_->anchors.div_(detect_->stride.view({-1, 1, 1}));
+  head_->set_strides(strides);
 }
 
 std::vector<torch::Tensor> DetectionModelImpl::forward_raw(const torch::Tensor& input) {
@@ -496,7 +569,7 @@ std::vector<torch::Tensor> DetectionModelImpl::forward_raw(const torch::Tensor& 
     for (int f : L.from) {
       args.push_back(f < 0 ? input : (f == static_cast<int>(i) - 1 ? x : saved[f]));
     }
-    if (L.is_detect) return detect_->forward(std::move(args));
+    if (L.is_detect) return head_->forward_levels(std::move(args));
     x = L.run(args);
     if (keep_[i]) saved[i] = x;
   }
@@ -506,7 +579,7 @@ std::vector<torch::Tensor> DetectionModelImpl::forward_raw(const torch::Tensor& 
 ModelOutput DetectionModelImpl::forward(const torch::Tensor& x) {
   ModelOutput out;
   out.raw = forward_raw(x);
-  if (!is_training()) out.pred = detect_->decode(out.raw);
+  if (!is_training()) out.pred = head_->decode(out.raw);
   return out;
 }
 
@@ -536,7 +609,7 @@ torch::Tensor DetectionModelImpl::forward_augment(const torch::Tensor& x) {
     y.push_back(p);
   }
   // YOLOv5's _clip_augmented: without the first pass's last level and the last pass's first.
-  const int nl = detect_->nl;
+  const int nl = head_->num_levels();
   int64_t g = 0;
   for (int i = 0; i < nl; ++i) g += static_cast<int64_t>(std::pow(4, i));
   y.front() = y.front().slice(1, 0, y.front().size(1) - y.front().size(1) / g);
@@ -550,8 +623,8 @@ void DetectionModelImpl::fuse() {
 
 std::vector<int> DetectionModelImpl::strides() const {
   std::vector<int> s;
-  for (int i = 0; i < detect_->nl; ++i)
-    s.push_back(static_cast<int>(detect_->stride[i].item<float>()));
+  const torch::Tensor st = head_->level_strides();
+  for (int i = 0; i < head_->num_levels(); ++i) s.push_back(static_cast<int>(st[i].item<float>()));
   return s;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// The YOLOv5 detection model built from a model YAML. Submodules are registered as `model.<i>`
-// so parameter and buffer names equal YOLOv5's state_dict() keys (model.0.conv.weight, ...,
-// model.24.anchors).
+// A detection model built from a model YAML: YOLOv5's (anchor-based) or Ultralytics' anchor-free
+// YOLOv8 and YOLO11. Submodules are registered as `model.<i>` so parameter and buffer names equal
+// the reference's state_dict() keys (model.0.conv.weight, ..., model.24.anchors or
+// model.22.dfl.conv.weight).
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
@@ -10,13 +11,15 @@
 #include <vector>
 
 #include "models/detect.h"
+#include "models/head.h"
 #include "models/model_config.h"
 
 namespace yolo {
 
 struct ModelOutput {
-  std::vector<torch::Tensor> raw;  // per level (bs, na, ny, nx, 5+nc)
-  torch::Tensor pred;              // eval mode only: decoded (bs, N, 5+nc)
+  // Per level: (bs, na, ny, nx, 5+nc) for YOLOv5's head, (bs, 4*reg_max+nc, ny, nx) anchor-free.
+  std::vector<torch::Tensor> raw;
+  torch::Tensor pred;  // eval mode only: decoded (bs, N, 5+nc)
 };
 
 class DetectionModelImpl : public torch::nn::Module {
@@ -36,11 +39,15 @@ class DetectionModelImpl : public torch::nn::Module {
   // Folds every BatchNorm into its convolution for inference.
   void fuse();
 
+  // YOLOv5's head and its anchors; null for an anchor-free model.
   Detect detect() const { return detect_; }
+  DetectHead& head() const { return *head_; }
+  // The head module (its parameters, e.g. for the family's loss).
+  std::shared_ptr<torch::nn::Module> head_module() const { return head_module_; }
   // Layer i's inputs: absolute layer indices, -1 for the model's input.
   const std::vector<int>& layer_inputs(size_t i) const { return layers_.at(i).from; }
   const ModelSpec& spec() const { return spec_; }
-  int nc() const { return detect_->nc; }
+  int nc() const { return head_->num_classes(); }
   std::vector<int> strides() const;
   int max_stride() const;
   int64_t num_parameters() const;
@@ -60,6 +67,8 @@ class DetectionModelImpl : public torch::nn::Module {
   std::vector<Layer> layers_;
   std::vector<bool> keep_;  // outputs later layers read
   Detect detect_{nullptr};
+  std::shared_ptr<DetectHead> head_;
+  std::shared_ptr<torch::nn::Module> head_module_;
   ModelSpec spec_;
   std::string table_;
 };

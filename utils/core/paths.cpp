@@ -1,6 +1,7 @@
 #include "utils/core/paths.h"
 
 #include <cstdlib>
+#include <regex>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -61,12 +62,30 @@ std::string file_problem(const std::string& path) {
   return "not found";
 }
 
+ScaledModelName scaled_model_name(const std::string& path) {
+  const fs::path p(path);
+  const std::string stem = p.stem().string();
+  static const std::regex scaled(R"(^(.*\d+)([nslmx])(.*)$)");
+  static const std::regex family(R"(yolo(e-)?v?\d+([nslmx]))");
+  std::smatch m, f;
+  if (!std::regex_match(stem, m, scaled) || !std::regex_search(stem, f, family)) return {};
+  return {(p.parent_path() / (m[1].str() + m[3].str() + p.extension().string())).string(),
+          f[2].str()};
+}
+
 std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag) {
   if (value.empty()) return value;
   std::error_code ec;
   // Absolute: a run records what it read, and a later val or resume from another folder must
   // find the same file, not whatever sits at the relative path there.
   if (fs::is_regular_file(value, ec)) return fs::absolute(value).lexically_normal().string();
+  // "yolo11s.yaml" names yolo11.yaml at scale s: kept as named, for the model parser to read.
+  const auto scaled_exists = [&](const fs::path& c) {
+    if (kind != ConfigKind::kModel) return false;
+    const ScaledModelName s = scaled_model_name(c.string());
+    return !s.unified.empty() && fs::is_regular_file(s.unified, ec);
+  };
+  if (scaled_exists(value)) return fs::absolute(value).lexically_normal().string();
   if (const std::string why = file_problem(value); why != "not found") {
     throw UsageError(flag + ": '" + value + "' " + why);
   }
@@ -79,7 +98,9 @@ std::string resolve_config(const std::string& value, ConfigKind kind, const std:
       candidates.push_back(dir / (value + ".yaml"));
     }
     for (const auto& c : candidates) {
-      if (fs::is_regular_file(c, ec)) return fs::absolute(c).lexically_normal().string();
+      if (fs::is_regular_file(c, ec) || scaled_exists(c)) {
+        return fs::absolute(c).lexically_normal().string();
+      }
       tried.push_back(c);
     }
   }

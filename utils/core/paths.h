@@ -18,6 +18,15 @@ std::string project_root();
 // nothing matches.
 std::string resolve_config(const std::string& value, ConfigKind kind, const std::string& flag);
 
+// A scaled model name, as Ultralytics reads one: "yolo11s.yaml" (missing) is "yolo11.yaml" at
+// scale "s". Returns {unified path, scale letter} when `path`'s file name has the form
+// <name><digits><n|s|m|l|x>[suffix].yaml, else {"", ""}. Nothing is read from disk.
+struct ScaledModelName {
+  std::string unified;
+  std::string scale;
+};
+ScaledModelName scaled_model_name(const std::string& path);
+
 // What keeps `path` from being read as a file: "" for a regular file (or a link to one), else "is
 // a folder, not a file", "is not a regular file (a device, FIFO or socket)" or "not found".
 std::string file_problem(const std::string& path);

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "models/model_config.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
@@ -161,7 +162,7 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
       std::string named;
       try {
         named = model_cfg_for_weights(*file, o.weights);
-        if (read_text_file(named) != file->model_yaml) named.clear();
+        if (read_model_yaml(named) != file->model_yaml) named.clear();
       } catch (const std::exception&) {
         named.clear();
       }

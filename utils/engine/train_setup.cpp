@@ -186,7 +186,7 @@ std::string run_model_yaml(const TrainSetup& s, const Checkpoint& resume_ckpt,
     source = opt.resume_path + " (its model YAML)";
     std::string now;
     try {
-      now = read_text_file(opt.cfg);
+      now = read_model_yaml(opt.cfg);
     } catch (const std::exception&) {
     }
     if (now != resume_ckpt.model_yaml) {
@@ -196,7 +196,7 @@ std::string run_model_yaml(const TrainSetup& s, const Checkpoint& resume_ckpt,
     return resume_ckpt.model_yaml;
   }
   source = opt.cfg;
-  return read_text_file(opt.cfg);
+  return read_model_yaml(opt.cfg);
 }
 
 // A resumed run keeps the classes its checkpoint was trained on: a data YAML edited since may

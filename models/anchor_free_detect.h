@@ -1,0 +1,53 @@
+#pragma once
+// Ultralytics' anchor-free Detect head (YOLOv8, YOLO11): per level a box branch `cv2` (two 3x3
+// Convs, then 4*reg_max distance bins) and a class branch `cv3` (two 3x3 Convs in YOLOv8's
+// "legacy" form; a depthwise 3x3 and a 1x1 Conv twice in YOLO11's), then a 1x1 to nc logits.
+// Boxes are the anchor point (each cell's centre) minus and plus the DFL expectations of the
+// left/top/right/bottom distances, times the stride.
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <vector>
+
+#include "models/csp_attention.h"
+#include "models/head.h"
+
+namespace yolo {
+
+class AnchorFreeDetectImpl : public torch::nn::Module, public DetectHead {
+ public:
+  AnchorFreeDetectImpl(int nc, int reg_max, bool legacy, const std::vector<int>& ch);
+
+  // Per level (bs, 4*reg_max + nc, ny, nx): distance-bin logits, then class logits.
+  std::vector<torch::Tensor> forward_levels(std::vector<torch::Tensor> x) override;
+  // (bs, N, 5+nc): xywh, 1 (no objectness), sigmoid class scores.
+  torch::Tensor decode(const std::vector<torch::Tensor>& raw) override;
+  // Ultralytics' layout (bs, 4+nc, N): xywh and class scores (what export writes).
+  torch::Tensor decode_channels_first(const std::vector<torch::Tensor>& raw);
+  void set_strides(const std::vector<float>& strides) override;
+  // Box logits 2.0; class logits log(5 / nc / (640 / stride)^2) (0.01 objects per 640 image).
+  void initialize_biases() override;
+  int num_classes() const override { return nc; }
+  int num_levels() const override { return nl; }
+  torch::Tensor level_strides() const override { return stride; }
+
+  int nc, nl, reg_max, no;
+  torch::Tensor stride;  // (nl), pixels per cell; not part of the state_dict (as Ultralytics)
+  torch::nn::ModuleList cv2{nullptr}, cv3{nullptr};
+  DFL dfl{nullptr};  // reg_max > 1
+
+ private:
+  // Anchor points (2, N) in cells + 0.5 and strides (1, N) for the levels' sizes, cached.
+  void update_anchors(const std::vector<torch::Tensor>& raw);
+  std::vector<int64_t> shape_;
+  torch::Tensor anchors_, strides_;
+};
+TORCH_MODULE(AnchorFreeDetect);
+
+// Anchor points (N, 2) at cell centres and their strides (N, 1), level by level, row-major, for
+// maps of the given (ny, nx) sizes (Ultralytics' make_anchors).
+std::pair<torch::Tensor, torch::Tensor> make_anchor_points(
+    const std::vector<std::array<int64_t, 2>>& sizes, const std::vector<float>& strides,
+    const torch::TensorOptions& options);
+
+}  // namespace yolo
