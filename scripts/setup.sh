@@ -12,6 +12,8 @@
 #   --test-packages  also the Python packages only tests use (scripts/requirements-test.txt:
 #                  TensorBoard, pycocotools, YOLOv5 7.0, ONNX, onnxruntime) into .cache/test-venv,
 #                  borrowing .venv's torch; scripts/test.sh asks for them (wheel build only).
+#                  And Ultralytics 8.4.190 (scripts/requirements-ultralytics.txt) into
+#                  .cache/test-venv-ultralytics, as YOLOv5 7.0 pins ultralytics 8.0.200.
 #   YOLO_TORCH=wheel|system does the same as --torch; BUILD_DIR overrides the build folder and
 #   YOLO_VENV the virtual environment's.
 set -euo pipefail
@@ -102,6 +104,25 @@ if [ "$TORCH_KIND" = wheel ]; then
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator'
     touch "$stamp"
     echo "setup: test packages installed in $(($(date +%s) - start)) s"
+  fi
+  # Ultralytics 8.4.190 for the YOLOv8 and YOLO11 comparisons, in a venv of its own as YOLOv5 7.0
+  # pins ultralytics 8.0.200, borrowing .venv's torch the same way.
+  UL_VENV=.cache/test-venv-ultralytics
+  UL_REQ=scripts/requirements-ultralytics.txt
+  stamp="$UL_VENV/.yolo-requirements-$(cat "$UL_REQ" "$REQ" | sha256sum | cut -c1-16)"
+  if [ "$TEST_PACKAGES" = 1 ] && [ ! -f "$stamp" ]; then
+    echo "setup: installing Ultralytics 8.4.190 into $UL_VENV"
+    start=$(date +%s)
+    rm -rf "$UL_VENV"
+    /usr/bin/python3 -m venv "$UL_VENV"
+    echo "$SITE" >"$("$UL_VENV/bin/python" \
+      -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/yolo_torch.pth"
+    "$UL_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$UL_REQ"
+    YOLO_OFFLINE=true YOLO_AUTOINSTALL=false YOLO_VERBOSE=false YOLO_CONFIG_DIR="$UL_VENV/config" \
+      "$UL_VENV/bin/python" -c 'import ultralytics.models.yolo, onnxruntime, polars, torchvision'
+    rm -rf "$UL_VENV/config"
+    touch "$stamp"
+    echo "setup: Ultralytics installed in $(($(date +%s) - start)) s"
   fi
   # The CUDA build's CMake config needs the toolkit's nvcc; Debian does not put it on PATH.
   if ! command -v nvcc >/dev/null; then

@@ -3,12 +3,18 @@
 //   model_probe forward W IN OUT [fused|augment]  loads weights W as val and detect do, runs the
 //       model in eval mode (fused, or with test-time augmentation) on IN's tensor `x`, writes the
 //       decoded output as OUT's `y` (both {name: tensor} files that torch.load reads)
+//   model_probe state CFG SD IN OUT   builds CFG, loads the state_dict file SD (every entry must
+//       match), and writes for IN's `x` the eval-mode raw maps (`raw.<level>`) and decoded `y`;
+//       with IN's `targets` (n, 6) also the train-mode loss (`loss`, `items`), the assignment
+//       (`fg`, `target_bboxes`, `target_scores`) and every parameter's gradient (`grad.<name>`)
 #include <cstdio>
 #include <exception>
 #include <string>
 
 #include "models/weights.h"
 #include "models/yolo.h"
+#include "utils/eval/anchor_free_loss.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/model_loader.h"
 
 namespace {
@@ -40,17 +46,62 @@ int forward(const std::string& weights, const std::string& in, const std::string
   return 0;
 }
 
+int state(const std::string& cfg, const std::string& sd_path, const std::string& in,
+          const std::string& out) {
+  yolo::DetectionModel model = yolo::build_model(cfg);
+  const yolo::LoadReport r = yolo::load_state_dict(*model, yolo::read_state_dict(sd_path));
+  if (r.transferred != r.total || r.unexpected) {
+    std::fprintf(stderr, "model_probe: %s matched %d of %d entries (%d unexpected)\n",
+                 sd_path.c_str(), r.transferred, r.total, r.unexpected);
+    return 1;
+  }
+  const yolo::StateDict input = yolo::read_state_dict(in);
+  const torch::Tensor x = input.at("x");
+  yolo::StateDict result;
+  {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    const yolo::ModelOutput o = model->forward(x);
+    for (size_t i = 0; i < o.raw.size(); ++i) result["raw." + std::to_string(i)] = o.raw[i];
+    result["y"] = o.pred;
+  }
+  if (input.count("targets")) {
+    model->train();
+    const torch::Tensor targets = input.at("targets");
+    yolo::LossConfig config;
+    const auto loss = yolo::model_family(*model).make_loss(*model, config);
+    const std::vector<torch::Tensor> raw = model->forward_raw(x);
+    const yolo::LossResult lr = (*loss)(raw, targets);
+    lr.loss.sum().backward();
+    result["loss"] = lr.loss.detach();
+    result["items"] = lr.items;
+    if (const auto* af = dynamic_cast<const yolo::AnchorFreeLoss*>(loss.get())) {
+      const auto parts = af->assign(raw, targets);
+      result["fg"] = parts.assigned.fg;
+      result["target_bboxes"] = parts.assigned.bboxes;
+      result["target_scores"] = parts.assigned.scores;
+    }
+    for (const auto& kv : model->named_parameters()) {
+      if (kv.value().grad().defined()) result["grad." + kv.key()] = kv.value().grad();
+    }
+  }
+  yolo::write_state_dict(result, out);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "summary" && argc == 3) return summary(argv[2]);
+    if (mode == "state" && argc == 6) return state(argv[2], argv[3], argv[4], argv[5]);
     if (mode == "forward" && (argc == 5 || argc == 6)) {
       return forward(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
     }
     std::fprintf(stderr,
-                 "usage: model_probe summary CFG | forward WEIGHTS IN OUT [fused|augment]\n");
+                 "usage: model_probe summary CFG | forward WEIGHTS IN OUT [fused|augment] | "
+                 "state CFG SD IN OUT\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_probe: %s\n", e.what());

@@ -14,6 +14,7 @@
 #include "utils/core/progress.h"
 #include "utils/core/run_lock.h"
 #include "utils/core/stopwatch.h"
+#include "utils/eval/model_family.h"
 #include "utils/core/yaml_io.h"
 #include "utils/engine/train.h"
 #include "utils/eval/metrics.h"
@@ -150,7 +151,9 @@ std::string evolve(const TrainConfig& cfg) {
     const bool unset = g.key == "anchors" && !base.has_anchors;
     start.push_back(constrain(unset ? 3.0 : base.at(g.key), g));
   }
-  std::vector<std::string> columns = val_metric_columns();
+  const std::string model_yaml = cfg.model_yaml().empty() ? read_model_yaml(opt.cfg) : cfg.model_yaml();
+  std::vector<std::string> columns =
+      val_metric_columns(model_family(parse_model_spec_string(model_yaml, opt.cfg)).loss_names);
   for (const auto& gn : genes) columns.push_back(gn.key);
   if (fs::exists(evolve_csv)) {
     const ResultsTable old = read_results_csv(evolve_csv.string());

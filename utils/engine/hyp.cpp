@@ -47,11 +47,13 @@ const std::vector<std::pair<std::string, double Hyp::*>>& fields() {
       {"mosaic", &Hyp::mosaic},
       {"mixup", &Hyp::mixup},
       {"copy_paste", &Hyp::copy_paste},
+      {"dfl", &Hyp::dfl},  // optional: has_dfl says whether it was given
   };
   return table;
 }
 
 const char kAnchors[] = "anchors";
+const char kDfl[] = "dfl";
 
 double Hyp::*field(const std::string& key) {
   for (const auto& [name, member] : fields()) {
@@ -125,13 +127,14 @@ double Hyp::get(const std::string& key, double fallback) const {
 void Hyp::set(const std::string& key, double v) {
   this->*known_field(key) = v;
   if (key == kAnchors) has_anchors = true;
+  if (key == kDfl) has_dfl = true;
 }
 
 const std::vector<std::string>& required_hyp_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k;
     for (const auto& f : fields()) {
-      if (f.first != kAnchors) k.push_back(f.first);
+      if (f.first != kAnchors && f.first != kDfl) k.push_back(f.first);
     }
     return k;
   }();
@@ -202,7 +205,9 @@ int hyp_anchor_count(const Hyp& hyp, const std::string& hyp_path) {
 YAML::Node hyp_to_yaml(const Hyp& hyp) {
   YAML::Node n;
   for (const auto& [name, member] : fields()) {
-    if (name != kAnchors || hyp.has_anchors) n[name] = yaml_number(hyp.*member);
+    if ((name != kAnchors || hyp.has_anchors) && (name != kDfl || hyp.has_dfl)) {
+      n[name] = yaml_number(hyp.*member);
+    }
   }
   return n;
 }

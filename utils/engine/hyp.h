@@ -1,5 +1,6 @@
 #pragma once
-// Hyperparameters (hyp/*.yaml): YOLOv5 v7.0's keys as typed members, read and checked once.
+// Hyperparameters (hyp/*.yaml): YOLOv5 v7.0's keys as typed members, read and checked once, and
+// `dfl`, the anchor-free models' distribution focal loss gain.
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct Hyp {
   double mosaic = 0;           // image mosaic (probability)
   double mixup = 0;            // image mixup (probability)
   double copy_paste = 0;       // segment copy-paste (probability)
+  double dfl = 1.5;            // distribution focal loss gain (anchor-free models); optional
+  bool has_dfl = false;        // whether the file gave `dfl` (written back only then)
   // YOLOv5's files may carry `anchors` (its evolution writes it); written back only when given.
   bool has_anchors = false;
 

@@ -16,6 +16,7 @@
 #include "utils/engine/checkpoint_writer.h"
 #include "utils/engine/tb_events.h"
 #include "utils/engine/trainer.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/validator.h"
 #include "utils/viz/plots.h"
 
@@ -25,7 +26,8 @@ namespace yolo {
 
 ProgressLog::~ProgressLog() = default;
 
-ProgressLog::ProgressLog(std::vector<std::string> names) : names_(std::move(names)) {}
+ProgressLog::ProgressLog(std::vector<std::string> names, LossNames losses)
+    : names_(std::move(names)), losses_(std::move(losses)) {}
 
 namespace {
 
@@ -58,7 +60,7 @@ void ProgressLog::on_train_epoch_start(int epoch) {
   images_ = 0;
   char head[128];
   std::snprintf(head, sizeof(head), "\n%11s%11s%11s%11s%11s%11s%11s", "Epoch", "GPU_mem",
-                "box_loss", "obj_loss", "cls_loss", "Instances", "Size");
+                losses_[0].c_str(), losses_[1].c_str(), losses_[2].c_str(), "Instances", "Size");
   log_info(head);
 }
 
@@ -119,13 +121,13 @@ std::vector<double> results_row(const EpochReport& r) {
 }  // namespace
 
 void ResultsLog::on_fit_epoch_end(const EpochReport& r) {
-  append_csv_row(path_, results_csv_columns(), results_row(r));
+  append_csv_row(path_, results_csv_columns(losses_), results_row(r));
 }
 
 TensorBoardLog::~TensorBoardLog() = default;
 
-TensorBoardLog::TensorBoardLog(const std::string& save_dir)
-    : writer_(std::make_unique<EventWriter>(save_dir)) {
+TensorBoardLog::TensorBoardLog(const std::string& save_dir, LossNames losses)
+    : writer_(std::make_unique<EventWriter>(save_dir)), losses_(std::move(losses)) {
   log_info("TensorBoard: Start with 'tensorboard --logdir " +
            fs::path(save_dir).parent_path().string() + "', view at http://localhost:6006/");
 }
@@ -133,7 +135,7 @@ TensorBoardLog::TensorBoardLog(const std::string& save_dir)
 void TensorBoardLog::on_fit_epoch_end(const EpochReport& r) {
   if (!writer_) return;
   const std::vector<double> row = results_row(r);
-  const auto& tags = results_csv_columns();  // the epoch is the step, every other column a tag
+  const auto tags = results_csv_columns(losses_);  // the epoch is the step, the rest are tags
   try {
     for (size_t i = 1; i < row.size(); ++i) {
       writer_->add_scalar(tags[i], static_cast<float>(row[i]), r.epoch);
@@ -227,9 +229,10 @@ void RunPlots::on_train_end(int epochs_run, double seconds) {
 
 void add_rank0_callbacks(Trainer& trainer) {
   const TrainSetup& s = trainer.setup();
-  trainer.add_callback(std::make_unique<ProgressLog>(s.names));
-  trainer.add_callback(std::make_unique<ResultsLog>(s.paths.results_csv()));
-  trainer.add_callback(std::make_unique<TensorBoardLog>(s.paths.save_dir));
+  const LossNames& losses = model_family(*s.model).loss_names;
+  trainer.add_callback(std::make_unique<ProgressLog>(s.names, losses));
+  trainer.add_callback(std::make_unique<ResultsLog>(s.paths.results_csv(), losses));
+  trainer.add_callback(std::make_unique<TensorBoardLog>(s.paths.save_dir, losses));
   trainer.add_callback(std::make_unique<Checkpointer>(
       s.paths, [&trainer](int epoch) { return trainer.make_checkpoint(epoch); }, s.opt.nosave,
       s.opt.save_period, nullptr, /*background=*/!s.dev.device.is_cpu(),

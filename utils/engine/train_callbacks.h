@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "utils/core/io/results_csv.h"
 #include "utils/engine/callbacks.h"
 #include "utils/engine/run_paths.h"
 
@@ -23,7 +24,7 @@ class Trainer;
 // tenth) and the closing line.
 class ProgressLog : public Callback {
  public:
-  explicit ProgressLog(std::vector<std::string> names);
+  ProgressLog(std::vector<std::string> names, LossNames losses);
   ~ProgressLog() override;
   void on_train_epoch_start(int epoch) override;
   void on_train_batch_end(const BatchEvent& e) override;
@@ -34,6 +35,7 @@ class ProgressLog : public Callback {
 
  private:
   std::vector<std::string> names_;
+  LossNames losses_;
   std::string line_;
   std::unique_ptr<ProgressBar> bar_;  // this epoch's
   int64_t images_ = 0;
@@ -49,23 +51,26 @@ std::string run_eta_line(int done, int left, double elapsed, double now);
 // results.csv: one row per epoch in YOLOv5's columns.
 class ResultsLog : public Callback {
  public:
-  explicit ResultsLog(std::string csv_path) : path_(std::move(csv_path)) {}
+  ResultsLog(std::string csv_path, LossNames losses)
+      : path_(std::move(csv_path)), losses_(std::move(losses)) {}
   void on_fit_epoch_end(const EpochReport& r) override;
 
  private:
   std::string path_;
+  LossNames losses_;
 };
 
 // TensorBoard event files in the run folder, results.csv's values under the same tags, stepped by
 // epoch (as YOLOv5's TensorBoard logger).
 class TensorBoardLog : public Callback {
  public:
-  explicit TensorBoardLog(const std::string& save_dir);
+  TensorBoardLog(const std::string& save_dir, LossNames losses);
   ~TensorBoardLog() override;
   void on_fit_epoch_end(const EpochReport& r) override;
 
  private:
   std::unique_ptr<EventWriter> writer_;
+  LossNames losses_;
 };
 
 // last.pt every epoch (only the final one with --nosave), best.pt when the fitness improves,

@@ -8,6 +8,7 @@
 #include "utils/core/paths.h"
 #include "utils/core/yaml_io.h"
 #include "utils/engine/train_rules.h"
+#include "utils/eval/model_family.h"
 
 namespace fs = std::filesystem;
 
@@ -109,6 +110,21 @@ Options merge_resume(const Options& cli, std::string ckpt) {
 
 }  // namespace
 
+namespace {
+// Without --hyp a model family's own defaults (hyp.anchor-free.yaml for YOLOv8 and YOLO11); a
+// resumed run keeps the hyp its opt.yaml names.
+void choose_family_hyp(Options& opt, const std::string& model_yaml) {
+  if (opt.was_given("hyp") || opt.resume || (model_yaml.empty() && opt.cfg.empty())) return;
+  const ModelSpec spec = model_yaml.empty() ? parse_model_spec_file(opt.cfg)
+                                            : parse_model_spec_string(model_yaml, opt.weights);
+  const std::string& hyp = model_family(spec).default_hyp;
+  if (fs::path(opt.hyp).filename() == hyp) return;
+  opt.hyp = resolve_config(hyp, ConfigKind::kHyp, "--hyp");
+  log_info("hyperparameters: " + hyp + ", the defaults of " + model_family(spec).name +
+           " models (--hyp names others)");
+}
+}  // namespace
+
 TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool restart) {
   TrainConfig c;
   c.cli_ = command_line;
@@ -140,7 +156,10 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
   // Rules first: a broken one is cheaper to report than reading the weights.
   if (!restart) validate(c);
   const Options& o = c.opt_;
-  if (o.resume || o.weights.empty()) return c;
+  if (o.resume || o.weights.empty()) {
+    choose_family_hyp(c.opt_, "");
+    return c;
+  }
   if (const std::string why = file_problem(o.weights); !why.empty()) {
     throw UsageError("--weights: '" + o.weights + "' " + why +
                      (why == "not found" ? "; this trainer does not download weights (pass a local "
@@ -177,6 +196,7 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
     }
   }
   c.weights_ = std::move(file);
+  choose_family_hyp(c.opt_, c.model_yaml_);
   return c;
 }
 

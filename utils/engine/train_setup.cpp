@@ -25,6 +25,7 @@
 #include "utils/engine/ema.h"
 #include "utils/engine/optim.h"
 #include "utils/eval/loss.h"
+#include "utils/eval/model_family.h"
 
 namespace fs = std::filesystem;
 
@@ -94,6 +95,7 @@ void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
     line +=
         (k == required_hyp_keys().front() ? "" : ", ") + k + "=" + format_number("%g", s.hyp.at(k));
   }
+  if (s.hyp.has_dfl) line += ", dfl=" + format_number("%g", s.hyp.dfl);
   log_info(line);
   const bool rank0 = s.dist.is_rank0();
   if (!opt.resume && rank0) {
@@ -362,6 +364,7 @@ void build_loaders(TrainSetup& s) {
 // AutoAnchor on rank 0 (DDP copies its anchors to the other ranks); a resumed model keeps its own.
 void check_model_anchors(TrainSetup& s) {
   if (s.opt.noautoanchor || s.opt.resume || !s.dist.is_rank0()) return;
+  if (!model_family(*s.model).fits_anchors) return;
   std::vector<std::array<float, 2>> image_wh;
   std::vector<std::vector<std::array<float, 2>>> labels_wh;
   for (size_t i = 0; i < s.train_set->size(); ++i) {
@@ -471,9 +474,11 @@ TrainSetup set_up_training(TrainConfig cfg) {
   // Mixed precision on CUDA, as YOLOv5 (its check_amp passes on any CUDA device we support).
   s.amp = s.dev.device.is_cuda();
   if (s.amp) log_info("AMP: mixed precision (autocast + gradient scaling) on " + s.dev.description);
-  const int nl = s.model->detect()->nl;
-  const LossGains gains = scale_loss_gains(s.hyp, nl, s.nc, s.imgsz, s.opt.label_smoothing);
-  s.loss = std::make_unique<ComputeLoss>(gains, s.nc, s.model->detect()->anchors);
+  LossConfig loss_config;
+  loss_config.anchor_based = scale_loss_gains(s.hyp, s.model->head().num_levels(), s.nc, s.imgsz,
+                                              s.opt.label_smoothing);
+  loss_config.anchor_free = {s.hyp.box, s.hyp.cls, s.hyp.dfl};
+  s.loss = model_family(*s.model).make_loss(*s.model, loss_config);
   write_run_files(s);
   return s;
 }

@@ -24,7 +24,7 @@
 
 namespace yolo {
 
-class ComputeLoss;
+class DetectionLoss;
 class DataParallel;
 class GradSync;
 class ModelEMA;
@@ -106,7 +106,7 @@ struct TrainSetup {
   bool channels_last = false;      // model weights (so activations) in NHWC memory
   bool augment_on_device = false;  // --augment-device cuda on a CUDA device
   ThreadPlan threads;              // intra-op threads and loader workers
-  std::unique_ptr<ComputeLoss> loss;
+  std::unique_ptr<DetectionLoss> loss;
   ResumePoint resume;
   bool already_finished = false;      // --resume of a run that trained all its epochs
   std::shared_ptr<RunLock> run_lock;  // rank 0: held while this process trains in the folder

@@ -172,7 +172,8 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
       const std::vector<at::Tensor> preds =
           s_.dp ? s_.dp->forward(imgs) : s_.model->forward_raw(imgs);
       clock_.lap(&timing.forward);
-      loss = (*s_.loss)(preds, targets);
+      // The host copy: the loss moves it, and the anchor-free one pads it per image there.
+      loss = (*s_.loss)(preds, batch->targets);
       clock_.lap(&timing.loss);
     }
     // DDP averages gradients over ranks; YOLOv5 scales the loss by WORLD_SIZE to keep the sum,

@@ -227,7 +227,7 @@ LossResult ComputeLoss::dense_loss(const std::vector<at::Tensor>& p,
 
 LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p,
                                    const at::Tensor& targets) const {
-  return (*this)(p, targets, !p[0].is_cpu());
+  return (*this)(p, targets.to(p[0].device(), /*non_blocking=*/true), !p[0].is_cpu());
 }
 
 LossResult ComputeLoss::operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets,

@@ -34,7 +34,17 @@ struct LossResult {
   at::Tensor items;  // (3): lbox, lobj, lcls, detached
 };
 
-class ComputeLoss {
+// A model family's training loss (utils/eval/model_family.h makes the right one).
+class DetectionLoss {
+ public:
+  virtual ~DetectionLoss() = default;
+  // p: the head's raw maps; targets (n, 6): image, class, cx, cy, w, h (normalised), on the host
+  // or on p's device.
+  virtual LossResult operator()(const std::vector<at::Tensor>& p,
+                                const at::Tensor& targets) const = 0;
+};
+
+class ComputeLoss : public DetectionLoss {
  public:
   // anchors: (nl, na, 2) in stride units, as the Detect head keeps them.
   ComputeLoss(const LossGains& gains, int nc, const at::Tensor& anchors);
@@ -42,7 +52,8 @@ class ComputeLoss {
   // p: raw maps (bs, na, ny, nx, 5+nc) per level; targets (n, 6): image, class, cx, cy, w, h
   // (normalised). On an accelerator the dense form runs (the same loss, no host synchronisation);
   // on the CPU the compact one, which touches fewer elements. `dense` forces either.
-  LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
+  LossResult operator()(const std::vector<at::Tensor>& p,
+                        const at::Tensor& targets) const override;
   LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets,
                         bool dense) const;
   // YOLOv5's assignment: the compact form keeps the assigned candidates (its sizes depend on the

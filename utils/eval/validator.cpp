@@ -50,7 +50,7 @@ void to_original(at::Tensor& boxes, const ShapeInfo& s) {
 // One pass of the validation loop: what it accumulates over the batches and the files it writes.
 class Validation {
  public:
-  Validation(const ValModel& model, const ValConfig& cfg, const ComputeLoss* loss,
+  Validation(const ValModel& model, const ValConfig& cfg, const DetectionLoss* loss,
              const torch::Device& device)
       : model_(model),
         cfg_(cfg),
@@ -254,7 +254,7 @@ class Validation {
 
   const ValModel& model_;
   const ValConfig& cfg_;
-  const ComputeLoss* loss_;
+  const DetectionLoss* loss_;
   torch::Device device_;
   bool half_;
   const std::vector<double> iouv_ = iou_thresholds();
@@ -273,7 +273,7 @@ class Validation {
 }  // namespace
 
 ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValConfig& cfg,
-                         const ComputeLoss* loss, const torch::Device& device) {
+                         const DetectionLoss* loss, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -284,7 +284,7 @@ ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValCon
 }
 
 ValResult run_validation(const ValModel& model, DataLoader& loader, const ValConfig& cfg,
-                         const ComputeLoss* loss, const torch::Device& device) {
+                         const DetectionLoss* loss, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   Validation v(model, cfg, loss, device);
   v.run(loader);

@@ -49,7 +49,7 @@ struct ValResult {
 };
 
 ValResult run_validation(DetectionModel& model, DataLoader& loader, const ValConfig& cfg,
-                         const ComputeLoss* loss, const torch::Device& device);
+                         const DetectionLoss* loss, const torch::Device& device);
 
 // What else validation can run: `forward` maps float images (B, 3, H, W) on the device to their
 // ModelOutput (`pred`; `raw` only where a loss is given), for a model of `nc` classes.
@@ -58,7 +58,7 @@ struct ValModel {
   int nc = 0;
 };
 ValResult run_validation(const ValModel& model, DataLoader& loader, const ValConfig& cfg,
-                         const ComputeLoss* loss, const torch::Device& device);
+                         const DetectionLoss* loss, const torch::Device& device);
 
 struct DatasetConfig;
 

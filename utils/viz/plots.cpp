@@ -415,13 +415,12 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
   const double dpi = 200, font = cap_px(12, dpi);
   cv::Mat img(1200, 2400, CV_8UC3, kWhite);
   const std::vector<double> x = table.values("epoch");
-  const char* order[10] = {"train/box_loss",      "train/obj_loss", "train/cls_loss",
-                           "metrics/precision",   "metrics/recall", "val/box_loss",
-                           "val/obj_loss",        "val/cls_loss",   "metrics/mAP_0.5",
-                           "metrics/mAP_0.5:0.95"};
+  // By position, as YOLOv5's plot: train losses, precision, recall, val losses, mAPs (a model
+  // family's loss names differ; their places do not).
+  const size_t order[10] = {1, 2, 3, 4, 5, 8, 9, 10, 6, 7};
   for (int i = 0; i < 10; ++i) {
-    const size_t j = table.column(order[i]);
-    const std::vector<double> y = table.values(order[i]);
+    const size_t j = order[i];
+    const std::vector<double> y = table.values(table.columns[j]);
     const std::vector<double> smooth = gaussian_smooth(y, 3.0);
     std::vector<double> both = y;
     both.insert(both.end(), smooth.begin(), smooth.end());

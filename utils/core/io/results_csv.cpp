@@ -10,21 +10,20 @@
 
 namespace yolo {
 
-const std::vector<std::string>& val_metric_columns() {
-  static const std::vector<std::string> cols = {
-      "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",
-      "val/box_loss",      "val/obj_loss",   "val/cls_loss"};
-  return cols;
+std::vector<std::string> val_metric_columns(const LossNames& losses) {
+  std::vector<std::string> c = {"metrics/precision", "metrics/recall", "metrics/mAP_0.5",
+                                "metrics/mAP_0.5:0.95"};
+  for (const auto& l : losses) c.push_back("val/" + l);
+  return c;
 }
 
-const std::vector<std::string>& results_csv_columns() {
-  static const std::vector<std::string> cols = [] {
-    std::vector<std::string> c = {"epoch", "train/box_loss", "train/obj_loss", "train/cls_loss"};
-    c.insert(c.end(), val_metric_columns().begin(), val_metric_columns().end());
-    c.insert(c.end(), {"x/lr0", "x/lr1", "x/lr2"});
-    return c;
-  }();
-  return cols;
+std::vector<std::string> results_csv_columns(const LossNames& losses) {
+  std::vector<std::string> c = {"epoch"};
+  for (const auto& l : losses) c.push_back("train/" + l);
+  const std::vector<std::string> val = val_metric_columns(losses);
+  c.insert(c.end(), val.begin(), val.end());
+  c.insert(c.end(), {"x/lr0", "x/lr1", "x/lr2"});
+  return c;
 }
 
 namespace {

@@ -1,17 +1,23 @@
 #pragma once
 // YOLOv5's results.csv and evolve.csv: a header of column names, then one row per epoch (or
 // generation), every cell right-aligned in 20 characters ("%20s", "%20.5g"). Read back by name.
+#include <array>
 #include <string>
 #include <vector>
 
 namespace yolo {
 
-// results.csv's columns in YOLOv5 v7.0's order: epoch, train/box_loss, train/obj_loss,
-// train/cls_loss, then the validation metrics below, then x/lr0..x/lr2.
-const std::vector<std::string>& results_csv_columns();
+// The three loss terms' names: YOLOv5's box_loss, obj_loss, cls_loss, or an anchor-free model's
+// box_loss, cls_loss, dfl_loss (Ultralytics' names).
+using LossNames = std::array<std::string, 3>;
+inline const LossNames kYolov5LossNames = {"box_loss", "obj_loss", "cls_loss"};
+
+// results.csv's columns in YOLOv5 v7.0's order: epoch, the train/ losses, then the validation
+// metrics below, then x/lr0..x/lr2.
+std::vector<std::string> results_csv_columns(const LossNames& losses = kYolov5LossNames);
 // The validation columns: metrics/precision, metrics/recall, metrics/mAP_0.5,
-// metrics/mAP_0.5:0.95, val/box_loss, val/obj_loss, val/cls_loss (evolve.csv starts with them).
-const std::vector<std::string>& val_metric_columns();
+// metrics/mAP_0.5:0.95, then the val/ losses (evolve.csv starts with them).
+std::vector<std::string> val_metric_columns(const LossNames& losses = kYolov5LossNames);
 
 // Appends one row of `values` (one per column) to `path`, writing the header first when the file
 // does not exist yet. Throws std::runtime_error naming the file when it cannot be written.

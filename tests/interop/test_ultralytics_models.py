@@ -1,0 +1,145 @@
+"""Our anchor-free models against Ultralytics 8.4.190's own, on the same torch:
+1. configs/models/yolov8.yaml and yolo11.yaml at every scale (n, s, m, l, x; nc=80): the same
+   parameter count, state_dict names and shapes, and strides as Ultralytics' DetectionModel;
+2. yolov8n and yolo11n with Ultralytics' weights (its random initialisation, BatchNorm statistics
+   perturbed) loaded as a state_dict: the same raw head maps and decoded boxes (eval mode) within
+   1e-4, and on a fixed batch (train mode) the same assignment (foreground anchors, their target
+   boxes and scores), the same three loss terms and total within 1e-4, and the same gradients.
+Usage: test_ultralytics_models.py BIN_DIR OUT_DIR"""
+import os
+import subprocess
+import sys
+import types
+
+import torch
+
+from interop_common import ROOT, fail
+
+BIN, OUT = sys.argv[1], sys.argv[2]
+os.makedirs(OUT, exist_ok=True)
+PROBE = os.path.join(BIN, "model_probe")
+
+from ultralytics.nn.tasks import DetectionModel  # noqa: E402
+from ultralytics.utils.loss import v8DetectionLoss  # noqa: E402
+
+
+def probe(*args):
+    p = subprocess.run([PROBE, *args], capture_output=True, text=True)
+    if p.returncode:
+        fail(f"model_probe {' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    return p.stdout
+
+
+def cfg_path(name):
+    return os.path.join(ROOT, "configs", "models", name)
+
+
+def build(name):
+    """Ultralytics' model for a scaled name, read from its own packaged YAML."""
+    torch.manual_seed(0)
+    return DetectionModel(name, ch=3, nc=80, verbose=False)
+
+
+def close(name, ours, theirs, tol=1e-4):
+    if ours.shape != theirs.shape:
+        fail(f"{name}: shape {tuple(ours.shape)} vs Ultralytics' {tuple(theirs.shape)}")
+    err = ((ours.double() - theirs.double()).abs() / (theirs.double().abs() + 1)).max().item()
+    if not err <= tol:
+        fail(f"{name}: differs from Ultralytics by {err:.3g} (relative; allowed {tol})")
+    return err
+
+
+# 1. Layer tables: parameters, state_dict entries and strides.
+for family in ("yolov8", "yolo11"):
+    for scale in "nsmlx":
+        name = f"{family}{scale}.yaml"
+        theirs = build(name)
+        out = probe("summary", cfg_path(name))
+        lines = out.splitlines()
+        params = int(lines[0].split()[1])
+        want = sum(p.numel() for p in theirs.parameters())
+        if params != want:
+            fail(f"{name}: {params} parameters, Ultralytics has {want}")
+        entries = {l.split()[1]: l.split()[2] for l in lines if l.startswith("entry ")}
+        sd = {k: "x".join(map(str, v.shape)) or "scalar" for k, v in theirs.state_dict().items()}
+        sd = {k: v for k, v in sd.items() if not k.endswith("num_batches_tracked")}
+        ours = {k: v for k, v in entries.items() if not k.endswith("num_batches_tracked")}
+        if ours != sd:
+            missing = sorted(set(sd) - set(ours))[:5]
+            extra = sorted(set(ours) - set(sd))[:5]
+            shapes = [k for k in sd if k in ours and ours[k] != sd[k]][:5]
+            fail(f"{name}: state_dict differs (missing {missing}, extra {extra}, shapes {shapes})")
+        strides = [int(s) for s in lines[-1].split()[1:]]
+        if strides != [int(s) for s in theirs.stride.tolist()]:
+            fail(f"{name}: strides {strides} vs {theirs.stride.tolist()}")
+        print(f"ok {name}: {params} parameters, {len(ours)} state_dict entries, strides {strides}")
+
+# 2. Same weights: outputs, assignment, losses and gradients.
+for name in ("yolov8n.yaml", "yolo11n.yaml"):
+    m = build(name)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # BatchNorm statistics away from 0/1, so eval mode uses them
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.copy_(torch.randn(mod.running_mean.shape, generator=g) * 0.1)
+                mod.running_var.copy_(torch.rand(mod.running_var.shape, generator=g) + 0.5)
+                mod.weight.copy_(torch.rand(mod.weight.shape, generator=g) + 0.5)
+                mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 0.1)
+    stem = name[:-5]
+    sd_file, in_file, out_file = (os.path.join(OUT, f"{stem}.{k}.pt") for k in ("sd", "in", "out"))
+    torch.save({k: v.clone() for k, v in m.state_dict().items()}, sd_file)
+    x = torch.rand(2, 3, 96, 128, generator=g)
+    # image, class, cx, cy, w, h (normalised): boxes of several sizes, two in one image that
+    # overlap, a tiny one (widened for candidates) and one image with a single box.
+    targets = torch.tensor([
+        [0, 3, 0.30, 0.40, 0.30, 0.50],
+        [0, 7, 0.35, 0.45, 0.25, 0.40],
+        [0, 0, 0.80, 0.20, 0.05, 0.06],
+        [0, 12, 0.60, 0.70, 0.50, 0.40],
+        [1, 5, 0.50, 0.50, 0.90, 0.80],
+    ])
+    torch.save({"x": x, "targets": targets}, in_file)
+    probe("state", cfg_path(name), sd_file, in_file, out_file)
+    ours = torch.load(out_file)
+
+    m.eval()
+    with torch.no_grad():
+        y, preds = m(x)
+    bs = x.shape[0]
+    # Ours per level (bs, 64+nc, ny, nx); theirs boxes (bs, 64, A) and scores (bs, nc, A).
+    raw = torch.cat([ours[f"raw.{i}"].reshape(bs, 64 + 80, -1) for i in range(3)], 2)
+    close(f"{stem} raw boxes", raw[:, :64], preds["boxes"])
+    close(f"{stem} raw scores", raw[:, 64:], preds["scores"])
+    ours_y = ours["y"]  # (bs, A, 5+nc): xywh, 1, scores
+    if not torch.all(ours_y[..., 4] == 1):
+        fail(f"{stem}: the objectness column of an anchor-free model must be 1")
+    err = close(f"{stem} decoded", torch.cat([ours_y[..., :4], ours_y[..., 5:]], -1),
+                y.transpose(1, 2))
+    print(f"ok {stem}: raw and decoded outputs equal Ultralytics' (max relative {err:.2g})")
+
+    m.train()
+    m.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5)
+    crit = v8DetectionLoss(m)
+    for p in m.parameters():
+        p.grad = None
+    preds = m(x)
+    batch = {"batch_idx": targets[:, 0], "cls": targets[:, 1:2], "bboxes": targets[:, 2:]}
+    (fg, gt_idx, tboxes, _, stride), loss3, _ = crit.get_assigned_targets_and_loss(preds, batch)
+    if not torch.equal(ours["fg"], fg):
+        fail(f"{stem}: {int(ours['fg'].sum())} foreground anchors vs Ultralytics' {int(fg.sum())}"
+             f" ({int((ours['fg'] != fg).sum())} differ)")
+    close(f"{stem} target boxes", ours["target_bboxes"][fg], tboxes[fg] * 1.0)
+    total = loss3 * bs
+    total.sum().backward()
+    close(f"{stem} loss items", ours["items"], loss3.detach())
+    close(f"{stem} loss", ours["loss"].view(-1), total.sum().detach().view(-1))
+    worst = 0.0
+    for k, p in m.named_parameters():
+        if p.grad is None:
+            continue
+        if f"grad.{k}" not in ours:
+            fail(f"{stem}: no gradient for {k}")
+        worst = max(worst, close(f"{stem} grad {k}", ours[f"grad.{k}"], p.grad, 1e-3))
+    print(f"ok {stem}: {int(fg.sum())} foreground anchors, loss items "
+          f"{[round(v, 5) for v in loss3.tolist()]} equal, gradients within {worst:.2g}")
+print("PASS")

@@ -1,0 +1,49 @@
+#pragma once
+// Ultralytics' v8DetectionLoss (YOLOv8, YOLO11): task-aligned assignment, then BCE over every
+// class logit against the soft targets, CIoU box loss and distribution focal loss over the
+// assigned anchors, each weighted by the anchor's target score and divided by the sum of target
+// scores. Gains box 7.5, cls 0.5, dfl 1.5 (the hyp file's box, cls and dfl).
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "utils/eval/loss.h"
+#include "utils/eval/task_aligned_assigner.h"
+
+namespace yolo {
+
+struct AnchorFreeGains {
+  double box = 7.5, cls = 0.5, dfl = 1.5;
+};
+
+class AnchorFreeLoss : public DetectionLoss {
+ public:
+  // strides: pixels per cell of each level; reg_max: distance bins per box side.
+  AnchorFreeLoss(const AnchorFreeGains& gains, int nc, int reg_max, std::vector<float> strides,
+                 TalOptions tal = {});
+
+  // p: per level (bs, 4*reg_max + nc, ny, nx); targets (n, 6): image, class, cx, cy, w, h
+  // (normalised), on the host (their per-image count is read there) or on p's device.
+  // items: box, cls, dfl (detached); loss: their sum times the batch size.
+  LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets) const override;
+
+  // What the loss compares against: the assignment for a batch (for tests and tools).
+  struct Parts {
+    TalTargets assigned;
+    at::Tensor pred_bboxes;  // (bs, A, 4) xyxy in cells
+    at::Tensor anchors;      // (A, 2) in cells
+    at::Tensor strides;      // (A, 1)
+  };
+  Parts assign(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
+
+ private:
+  // (bs, n_max, 5): class and xyxy pixels per image, zero padded; n_max from the host.
+  at::Tensor batch_targets(const at::Tensor& targets, int64_t bs, const at::Tensor& scale,
+                           const torch::Device& device) const;
+  AnchorFreeGains g_;
+  int nc_, reg_max_;
+  std::vector<float> strides_;
+  TalOptions tal_;
+};
+
+}  // namespace yolo

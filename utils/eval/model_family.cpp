@@ -1,0 +1,38 @@
+#include "utils/eval/model_family.h"
+
+namespace yolo {
+
+namespace {
+
+std::unique_ptr<DetectionLoss> anchor_based_loss(const DetectionModelImpl& model,
+                                                 const LossConfig& c) {
+  return std::make_unique<ComputeLoss>(c.anchor_based, model.nc(), model.detect()->anchors);
+}
+
+std::unique_ptr<DetectionLoss> anchor_free_loss(const DetectionModelImpl& model,
+                                                const LossConfig& c) {
+  std::vector<float> strides;
+  for (int s : model.strides()) strides.push_back(static_cast<float>(s));
+  return std::make_unique<AnchorFreeLoss>(c.anchor_free, model.nc(), model.spec().reg_max,
+                                          std::move(strides));
+}
+
+}  // namespace
+
+const ModelFamily& model_family(const ModelSpec& spec) {
+  static const ModelFamily yolov5{"YOLOv5 (anchor-based)",
+                                  {"box_loss", "obj_loss", "cls_loss"},
+                                  "hyp.scratch-low.yaml",
+                                  0.6,
+                                  true,
+                                  &anchor_based_loss};
+  static const ModelFamily anchor_free{"YOLOv8/YOLO11 (anchor-free)",
+                                       {"box_loss", "cls_loss", "dfl_loss"},
+                                       "hyp.anchor-free.yaml",
+                                       0.7,
+                                       false,
+                                       &anchor_free_loss};
+  return spec.anchor_free ? anchor_free : yolov5;
+}
+
+}  // namespace yolo

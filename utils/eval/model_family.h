@@ -1,0 +1,40 @@
+#pragma once
+// The model-family seam: what differs between YOLOv5's anchor-based models and Ultralytics'
+// anchor-free YOLOv8/YOLO11, chosen once from the model YAML. The head (models/head.h) decodes to
+// one layout for NMS; the rest is here: the loss, the names of its three terms, the default
+// hyperparameters, validation's NMS IoU and whether anchors are fitted (AutoAnchor). The
+// trainer, validator, predictor and exporter ask the family; none tests the model type.
+#include <array>
+#include <memory>
+#include <string>
+
+#include "models/yolo.h"
+#include "utils/core/io/results_csv.h"
+#include "utils/eval/anchor_free_loss.h"
+#include "utils/eval/loss.h"
+
+namespace yolo {
+
+// What a family's loss is made from: the hyp file's gains, YOLOv5's already scaled by its
+// train.py rule (utils/engine/hyp.h scale_loss_gains), and the anchor-free gains as written.
+struct LossConfig {
+  LossGains anchor_based;
+  AnchorFreeGains anchor_free;
+};
+
+struct ModelFamily {
+  std::string name;                       // as logs print it
+  LossNames loss_names;                   // the loss items, in order (results.csv's columns)
+  std::string default_hyp;                // bare name in hyp/, used when --hyp is not given
+  double val_iou = 0.6;                   // NMS IoU of validation (val.py / Ultralytics' val)
+  bool fits_anchors = true;               // AutoAnchor and the anchor hyperparameters apply
+  std::unique_ptr<DetectionLoss> (*make_loss)(const DetectionModelImpl& model,
+                                              const LossConfig& config) = nullptr;
+};
+
+const ModelFamily& model_family(const ModelSpec& spec);
+inline const ModelFamily& model_family(const DetectionModelImpl& model) {
+  return model_family(model.spec());
+}
+
+}  // namespace yolo
