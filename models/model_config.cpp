@@ -142,8 +142,7 @@ void parse_scales(const YAML::Node& root, const std::string& src, const std::str
   const YAML::Node row = scales[chosen];
   if (!row) {
     throw std::runtime_error(src + ": scale '" + chosen + "' is not in 'scales' (it has " +
-                             letters + "); name the model with one of them, such as " +
-                             "yolo11" + scales.begin()->first.Scalar() + ".yaml");
+                             letters + "); put one of those letters in the model's name");
   }
   std::vector<double> v;
   try {

@@ -41,7 +41,8 @@ struct ModelSpec {
   int reg_max = 16;
 
   int anchors_per_level() const {
-    return anchor_count > 0 ? anchor_count : static_cast<int>(anchors.at(0).size() / 2);
+    if (anchor_count > 0) return anchor_count;
+    return anchors.empty() ? 0 : static_cast<int>(anchors[0].size() / 2);
   }
 };
 

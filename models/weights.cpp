@@ -170,12 +170,23 @@ LoadReport load_weights(torch::nn::Module& module, const WeightsFile& file, cons
   return r;
 }
 
+int weights_class_count(const ModelSpec& spec, const StateDict& sd) {
+  if (spec.layers.empty()) return 0;
+  const std::string head = "model." + std::to_string(spec.layers.size() - 1);
+  const auto bias = sd.find(head + (spec.anchor_free ? ".cv3.0.2.bias" : ".m.0.bias"));
+  if (bias == sd.end() || bias->second.dim() != 1) return 0;
+  const int n = static_cast<int>(bias->second.size(0));
+  if (spec.anchor_free) return n;
+  const int na = spec.anchors_per_level();
+  return na > 0 ? n / na - 5 : 0;
+}
+
 void match_anchor_count(ModelSpec& spec, const StateDict& sd) {
   if (spec.layers.empty()) return;
   const auto it = sd.find("model." + std::to_string(spec.layers.size() - 1) + ".anchors");
   if (it == sd.end() || it->second.dim() != 3 || it->second.size(2) != 2) return;
   const int na = static_cast<int>(it->second.size(1));
-  if (na < 1 || na == spec.anchors_per_level()) return;
+  if (spec.anchor_free || na < 1 || na == spec.anchors_per_level()) return;
   spec.anchor_count = na;
   spec.anchors.clear();
 }

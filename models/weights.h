@@ -51,6 +51,11 @@ std::string model_cfg_for_weights(const WeightsFile& file, const std::string& we
 // `spec` build that many; the weights then carry the fitted values.
 void match_anchor_count(ModelSpec& spec, const StateDict& sd);
 
+// The number of classes a state_dict of `spec`'s architecture detects, read from its Detect head's
+// class outputs (YOLOv5's m.0.bias, na * (5 + nc) entries; an anchor-free head's cv3.0.2.bias, nc
+// entries); 0 when they are not there.
+int weights_class_count(const ModelSpec& spec, const StateDict& sd);
+
 // Writes `sd` atomically; the file loads with Python's torch.load.
 void write_state_dict(const StateDict& sd, const std::string& path);
 

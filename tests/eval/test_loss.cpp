@@ -3,7 +3,10 @@
 
 #include <cmath>
 
+#include "models/anchor_free_detect.h"
+#include "utils/eval/anchor_free_loss.h"
 #include "utils/eval/loss.h"
+#include "utils/eval/task_aligned_assigner.h"
 
 namespace {
 // P3/P4/P5 anchors of yolov5*.yaml in stride units.
@@ -186,4 +189,43 @@ TEST(Loss, DenseAssignmentNeedsNoHostReads) {
               (std::vector<int64_t>{5 * 3 * 5, 9}));
   }
   EXPECT_ANY_THROW(loss.build_targets(p, targets));
+}
+
+// Ultralytics' task-aligned assignment: a 4 px box has no anchor centre inside it, but widened to
+// the middle stride (16 px) it holds the four stride-8 centres around it.
+TEST(AnchorFreeLoss, SmallBoxesAreWidenedToTheMiddleStride) {
+  const auto [points, strides] = yolo::make_anchor_points({{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32},
+                                                          torch::TensorOptions());
+  const torch::Tensor anchors = points * strides;  // pixels
+  const int64_t a = anchors.size(0);
+  const torch::Tensor gt = torch::tensor({30.f, 30.f, 34.f, 34.f}).view({1, 1, 4});
+  const torch::Tensor scores = torch::full({1, a, 2}, 0.5);
+  const torch::Tensor boxes = gt.expand({1, a, 4}).contiguous();  // every prediction on the box
+  const torch::Tensor labels = torch::ones({1, 1, 1}), mask = torch::ones({1, 1, 1});
+  yolo::TalOptions o;
+  const yolo::TalTargets t = yolo::task_aligned_assign(scores, boxes, anchors, labels, gt, mask, o);
+  EXPECT_EQ(t.fg.sum().item<int64_t>(), 4);
+  EXPECT_TRUE(torch::all(t.labels.masked_select(t.fg) == 1).item<bool>());
+  // Soft targets: align * max IoU / max align = 1 here (every IoU 1), on the box's class only.
+  EXPECT_NEAR(t.scores.select(2, 1).sum().item<float>(), 4.f, 1e-5);
+  EXPECT_EQ(t.scores.select(2, 0).sum().item<float>(), 0.f);
+  o.widen_to = 0;
+  EXPECT_EQ(yolo::task_aligned_assign(scores, boxes, anchors, labels, gt, mask, o)
+                .fg.sum()
+                .item<int64_t>(),
+            0);
+}
+
+// A batch without boxes: only the class term (every logit towards 0), and it backpropagates.
+TEST(AnchorFreeLoss, NoTargetsLeavesOnlyTheClassTerm) {
+  const yolo::AnchorFreeLoss loss({}, 3, 16, {8, 16, 32});
+  std::vector<torch::Tensor> p;
+  for (int s : {8, 4, 2}) p.push_back(torch::randn({2, 64 + 3, s, s}, torch::requires_grad()));
+  const yolo::LossResult r = loss(p, torch::zeros({0, 6}));
+  EXPECT_EQ(r.items[0].item<float>(), 0.f);
+  EXPECT_EQ(r.items[2].item<float>(), 0.f);
+  EXPECT_GT(r.items[1].item<float>(), 0.f);
+  EXPECT_NEAR(r.loss.item<float>(), 2 * r.items.sum().item<float>(), 1e-4);
+  r.loss.backward();
+  EXPECT_GT(p[0].grad().abs().sum().item<float>(), 0.f);
 }

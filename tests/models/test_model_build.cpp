@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "models/common.h"
 #include "models/weights.h"
@@ -170,8 +171,11 @@ TEST(Model, ConfigErrorsNameFileAndLine) {
   EXPECT_NE(e.find("arguments"), std::string::npos) << e;
   e = error_of(std::string(kTiny).replace(std::string(kTiny).find("[-1, 2]"), 7, "[-1, 9]"));
   EXPECT_NE(e.find("earlier layer"), std::string::npos) << e;
-  e = error_of("nc: 2\ndepth_multiple: 1\nwidth_multiple: 1\nbackbone: []\nhead: []\n");
-  EXPECT_NE(e.find("anchors"), std::string::npos) << e;
+  // Without `anchors:` the YAML is an anchor-free one; YOLOv5's Detect says what it misses.
+  e = error_of(
+      "nc: 2\ndepth_multiple: 1\nwidth_multiple: 1\nbackbone:\n  [[-1, 1, Conv, [8, 3, 2]]]\n"
+      "head:\n  [[[0], 1, Detect, [nc, anchors]]]\n");
+  EXPECT_NE(e.find("bad.yaml:7: Detect [nc, anchors] needs 'anchors:'"), std::string::npos) << e;
   e = error_of("nc: [\n");
   EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
   e = error_of(std::string(kTiny).replace(std::string(kTiny).find("[128]"), 5, "[big]"));
@@ -297,4 +301,55 @@ TEST(Model, ChannelsLastKeepsValuesAndAgreesWithNchw) {
   // gradient, not each element's rounding: a layout mistake is off by far more than 5e-4.
   EXPECT_LT(((ga - gb).norm() / ga.norm()).item<double>(), 5e-4)
       << (ga - gb).abs().max().item<double>() << " of " << ga.abs().max().item<double>();
+}
+
+// Ultralytics' anchor-free families: one YAML, the scale letter from the file name.
+TEST(AnchorFree, ScaledNameBuildsThatScale) {
+  const std::string path = yolo::resolve_config("yolo11s", yolo::ConfigKind::kModel, "--cfg");
+  EXPECT_EQ(std::filesystem::path(path).filename(), "yolo11s.yaml");  // as named, not yolo11.yaml
+  DetectionModel s = yolo::build_model(path);
+  EXPECT_EQ(s->spec().scale, "s");
+  EXPECT_EQ(s->num_parameters(), 9458752);  // Ultralytics' YOLO11s at nc=80
+  // The text a checkpoint keeps rebuilds the same scale without the file name.
+  const std::string text = yolo::read_model_yaml(path);
+  EXPECT_EQ(yolo::parse_model_spec_string(text, "ckpt").scale, "s");
+  // m, l and x switch every C3k2 to C3k blocks, as Ultralytics does.
+  EXPECT_EQ(yolo::build_model(cfg("yolo11m"))->num_parameters(), 20114688);
+  EXPECT_EQ(yolo::build_model(cfg("yolov8n"))->num_parameters(), 3157200);
+}
+
+TEST(AnchorFree, OutputsAndDecodeLayout) {
+  DetectionModel m = yolo::build_model(cfg("yolo11n"), 3);
+  EXPECT_EQ(m->strides(), (std::vector<int>{8, 16, 32}));
+  EXPECT_TRUE(m->detect().is_empty());  // no YOLOv5 head, no anchors
+  const auto raw = m->forward_raw(torch::rand({2, 3, 64, 96}));
+  ASSERT_EQ(raw.size(), 3u);
+  EXPECT_EQ(raw[0].sizes(), (std::vector<int64_t>{2, 64 + 3, 8, 12}));
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor y = m->forward(torch::rand({2, 3, 64, 96})).pred;
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 8 * 12 + 4 * 6 + 2 * 3, 5 + 3}));
+  EXPECT_TRUE(torch::all(y.select(2, 4) == 1).item<bool>());  // no objectness: 1
+  // The DFL projection is frozen (Ultralytics trains it not either).
+  for (const auto& kv : m->named_parameters()) {
+    if (kv.key().find(".dfl.") != std::string::npos) {
+      EXPECT_FALSE(kv.value().requires_grad()) << kv.key();
+    }
+  }
+}
+
+TEST(AnchorFree, BadYamlsNameFileAndWhatIsSupported) {
+  const std::string head = "nc: 2\nscales:\n  n: [0.5, 0.25, 1024]\nbackbone:\n";
+  EXPECT_NE(error_of(head + "  - [-1, 1, Conv, [64, 3, 2]]\n  - [-1, 1, C2PSA, [128]]\nhead:\n"
+                            "  - [[1], 1, Detect, [nc]]\n")
+                .find("bad.yaml:6: C2PSA needs as many output channels as input"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  - [-1, 1, Conv, [64, 3, 2]]\nhead:\n"
+                            "  - [[0], 1, Detect, [nc, anchors]]\n")
+                .find("bad.yaml:7: Detect [nc, anchors] needs 'anchors:'"),
+            std::string::npos);
+  const std::string no_scale =
+      "nc: 2\nscale: x\nscales:\n  n: [0.5, 0.25, 1024]\nbackbone:\n  - [-1, 1, Conv, [8, 3, 2]]\n"
+      "head:\n  - [[0], 1, Detect, [nc]]\n";
+  EXPECT_NE(error_of(no_scale).find("scale 'x' is not in 'scales' (it has n)"), std::string::npos);
 }

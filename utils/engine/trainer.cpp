@@ -24,6 +24,7 @@
 #include "utils/engine/optim.h"
 #include "utils/engine/train_callbacks.h"
 #include "utils/eval/loss.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/metrics.h"
 #include "utils/eval/validator.h"
 
@@ -311,6 +312,7 @@ void Trainer::validate(EpochReport& r) {
     cfg.half = s_.amp;  // as YOLOv5's validate.run(half=amp)
     cfg.names = s_.names;
     cfg.save_dir = s_.paths.save_dir;
+    cfg.iou_thres = model_family(*s_.model).val_iou;
     const ValResult vr =
         run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
     callbacks_.val_end(vr, false);
@@ -376,7 +378,7 @@ void Trainer::final_validation(TrainSummary& summary) {
   // As YOLOv5 (save_json=is_coco): on COCO data best.pt is also scored with COCO's protocol.
   cfg.save_json = cfg.coco91 = is_coco_dataset(s_.data);
   cfg.json_name = "best_predictions.json";
-  cfg.iou_thres = final_validation_iou(s_.data);
+  cfg.iou_thres = final_validation_iou(s_.data, model_family(*s_.model));
   ValResult vr = run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
   callbacks_.val_end(vr, true);  // the table shows val's own metrics, then COCO's summary follows
   if (cfg.save_json) {

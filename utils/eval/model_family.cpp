@@ -24,13 +24,18 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                   {"box_loss", "obj_loss", "cls_loss"},
                                   "hyp.scratch-low.yaml",
                                   0.6,
+                                  0.65,
                                   true,
+                                  "",
                                   &anchor_based_loss};
   static const ModelFamily anchor_free{"YOLOv8/YOLO11 (anchor-free)",
                                        {"box_loss", "cls_loss", "dfl_loss"},
                                        "hyp.anchor-free.yaml",
                                        0.7,
+                                       0.7,
                                        false,
+                                       "export does not write anchor-free models (YOLOv8, YOLO11) "
+                                       "yet; val and detect run their .pt files",
                                        &anchor_free_loss};
   return spec.anchor_free ? anchor_free : yolov5;
 }

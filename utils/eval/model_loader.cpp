@@ -75,11 +75,8 @@ LoadedModel load_yolov5_for_inference(const std::string& weights, const Yolov5Ch
   out.cfg = cfg.empty() ? spec.source : resolve_config(cfg, ConfigKind::kModel, "--cfg");
   const StateDict& sd = ck.inference_weights();
   match_anchor_count(spec, sd);
-  const int na = spec.anchors_per_level();
-  const auto bias = sd.find("model." + std::to_string(spec.layers.size() - 1) + ".m.0.bias");
-  const int nc = bias != sd.end() && bias->second.dim() == 1
-                     ? static_cast<int>(bias->second.size(0) / na) - 5
-                     : ck.nc;
+  const int from_weights = weights_class_count(spec, sd);
+  const int nc = from_weights > 0 ? from_weights : ck.nc;
   out.names = ck.names;
   if (!data.empty()) {
     const DatasetConfig dc = load_dataset_config(resolve_config(data, ConfigKind::kData, "--data"));
@@ -146,12 +143,8 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
   }
   if (out.single_cls) data_names = {"item"};
   match_anchor_count(spec, sd);
-  // The class count comes from the weights: the Detect conv bias has na * (5 + nc) entries.
-  const int na = spec.anchors_per_level();
-  const auto bias = sd.find("model." + std::to_string(spec.layers.size() - 1) + ".m.0.bias");
-  int nc = 0;
-  if (bias != sd.end() && bias->second.dim() == 1)
-    nc = static_cast<int>(bias->second.size(0) / na) - 5;
+  // The class count comes from the weights' Detect head.
+  int nc = weights_class_count(spec, sd);
   if (nc <= 0) {
     nc = !wf.names.empty()     ? static_cast<int>(wf.names.size())
          : !data_names.empty() ? static_cast<int>(data_names.size())

@@ -14,7 +14,8 @@ struct ValArgs {
   std::string data, cfg;
   int imgsz = 640;
   int batch_size = 32;
-  double conf_thres = 0.001, iou_thres = 0.6;
+  // iou_thres < 0: the model family's (0.6 for YOLOv5's models, 0.7 for anchor-free ones).
+  double conf_thres = 0.001, iou_thres = -1;
   int max_det = 300;
   std::string task = "val";
   std::string device;

@@ -297,7 +297,9 @@ bool is_coco_dataset(const DatasetConfig& dc) {
   return v.filename() == "val2017.txt" && v.parent_path().filename() == "coco";
 }
 
-double final_validation_iou(const DatasetConfig& dc) { return is_coco_dataset(dc) ? 0.65 : 0.60; }
+double final_validation_iou(const DatasetConfig& dc, const ModelFamily& family) {
+  return is_coco_dataset(dc) ? family.val_iou_coco : family.val_iou;
+}
 
 void evaluate_coco_json(const std::string& json, const DatasetConfig& dc,
                         const std::vector<std::string>& images, ValResult& res) {

@@ -11,6 +11,7 @@
 #include "data/loader.h"
 #include "models/yolo.h"
 #include "utils/eval/loss.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/metrics.h"
 
 namespace yolo {
@@ -64,9 +65,10 @@ struct DatasetConfig;
 
 // YOLOv5's is_coco: the val split is a single list file ending in coco/val2017.txt.
 bool is_coco_dataset(const DatasetConfig& dc);
-// The NMS IoU of training's final validation of best.pt, as YOLOv5's train.py: 0.65 on COCO,
-// 0.60 (val's default) elsewhere.
-double final_validation_iou(const DatasetConfig& dc);
+// The NMS IoU of training's final validation of best.pt: YOLOv5's train.py's 0.65 on COCO, 0.60
+// (val's default) elsewhere; an anchor-free model's 0.7 (Ultralytics' val) everywhere.
+double final_validation_iou(const DatasetConfig& dc,
+                            const ModelFamily& family = model_family(ModelSpec{}));
 
 // val --save-json's last step, as YOLOv5's: when the dataset has annotations/instances_val2017.json
 // under its path, scores the results file `json` with COCO's protocol over the validated `images`,

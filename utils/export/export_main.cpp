@@ -19,6 +19,7 @@
 #include "utils/core/runtime/cuda_env.h"
 #include "utils/core/runtime/device.h"
 #include "utils/core/stopwatch.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/model_loader.h"
 #include "utils/export/export_graph.h"
 #include "utils/export/onnx_export.h"
@@ -163,6 +164,9 @@ ExportResult run_export(const ExportArgs& a) {
   }
   const Stopwatch total;
   LoadedModel lm = load_model_for_inference(a.weights, a.cfg, a.data);
+  if (const std::string& why = model_family(*lm.model).not_exportable; !why.empty()) {
+    throw std::runtime_error(a.weights + ": " + why);
+  }
   lm.model->eval();
   lm.model->fuse();
   lm.model->to(dev.device, a.half ? torch::kHalf : torch::kFloat);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The anchor-free families end to end on tiny data: `--cfg yolov8n.yaml` and `--cfg yolo11n.yaml`
+# (yolov8.yaml and yolo11.yaml at scale n) each train one epoch with their own default
+# hyperparameters and loss columns, then val and detect read the result. Bad model YAMLs fail
+# naming the file and what is supported; export refuses these models by name.
+# Usage: test_anchor_free.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+BIN=${1:?usage: test_anchor_free.sh BIN_DIR SOURCE_DIR}
+SRC=${2:?usage: test_anchor_free.sh BIN_DIR SOURCE_DIR}
+source "$SRC/tests/lib/common.sh"
+start_train_test anchor_free
+export OMP_NUM_THREADS=1
+
+for model in yolov8n yolo11n; do
+  log=$tmp/$model.log
+  "$BIN/train" --data "$tmp/data.yaml" --cfg $model.yaml --epochs 1 --imgsz 64 --batch-size 16 \
+    --workers 0 --device cpu --noplots --project "$tmp/runs" --name $model >"$log" 2>&1 ||
+    { tail -20 "$log"; fail "training $model failed"; }
+  run=$tmp/runs/$model
+  grep -q "hyperparameters: hyp.anchor-free.yaml" "$log" || fail "$model: not trained with hyp.anchor-free.yaml"
+  grep -q "dfl=1.5" "$log" || fail "$model: the dfl gain is not in the hyperparameters line"
+  head -1 "$run/results.csv" | grep -q "train/box_loss, *train/cls_loss, *train/dfl_loss" ||
+    fail "$model: results.csv's loss columns are not box, cls, dfl: $(head -1 "$run/results.csv")"
+  "$YOLO_PYTHON" - "$run/results.csv" <<'PY' || fail "$model: losses"
+import csv, math, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = [c.strip() for c in rows[0]]
+vals = dict(zip(head, (float(v) for v in rows[1])))
+for k in ("train/box_loss", "train/cls_loss", "train/dfl_loss", "val/box_loss", "val/cls_loss", "val/dfl_loss"):
+    assert math.isfinite(vals[k]) and vals[k] > 0, f"{k} = {vals[k]}"
+print("losses", {k: round(v, 4) for k, v in vals.items() if "loss" in k})
+PY
+  grep -q "^ *$model\|Detect *\[3, 16, None\]" "$log" || fail "$model: no anchor-free Detect in the table"
+  "$BIN/val" --weights "$run/weights/best.pt" --imgsz 64 --device cpu --project "$tmp/val" \
+    --name $model >"$tmp/val_$model.log" 2>&1 || { tail -20 "$tmp/val_$model.log"; fail "val $model"; }
+  grep -q " all " "$tmp/val_$model.log" || fail "val $model printed no metrics"
+  "$BIN/detect" --weights "$run/weights/best.pt" --source "$tmp/shapes/images/val" --imgsz 64 \
+    --device cpu --conf-thres 0.001 --project "$tmp/detect" --name $model --save-txt \
+    >"$tmp/detect_$model.log" 2>&1 || { tail -20 "$tmp/detect_$model.log"; fail "detect $model"; }
+  echo "$model: trained one epoch, val and detect read it"
+done
+
+set +e
+out=$("$BIN/export" --weights "$tmp/runs/yolo11n/weights/best.pt" --include onnx --imgsz 64 2>&1)
+rc=$?
+set -e
+[[ $rc == 1 ]] && grep -q "best.pt: export does not write anchor-free models" <<<"$out" ||
+  fail "export of an anchor-free model: exit $rc, $out"
+
+# Bad input: a scale letter the YAML does not list, an unknown module, an end-to-end head.
+sed '/^  [slmx]:/d' "$SRC/configs/models/yolo11.yaml" >"$tmp/myyolo11.yaml"
+out=$("$BIN/train" --data "$tmp/data.yaml" --cfg "$tmp/myyolo11s.yaml" --epochs 1 --imgsz 64 \
+  --device cpu --project "$tmp/runs" 2>&1) && fail "a scale missing from 'scales' trained"
+grep -q "myyolo11s.yaml: scale 's' is not in 'scales' (it has n)" <<<"$out" ||
+  fail "unclear message for a missing scale: $out"
+sed 's/C2PSA/C2PSX/' "$SRC/configs/models/yolo11.yaml" >"$tmp/bad11n.yaml"
+out=$("$BIN/train" --data "$tmp/data.yaml" --cfg "$tmp/bad11n.yaml" --epochs 1 --imgsz 64 \
+  --device cpu --project "$tmp/runs" 2>&1) && fail "an unknown module trained"
+grep -q "bad11n.yaml:[0-9]*: unknown module 'C2PSX' (supported: .*C3k2, C2PSA" <<<"$out" ||
+  fail "unclear message for an unknown module: $out"
+{ cat "$SRC/configs/models/yolo11.yaml"; echo "end2end: True"; } >"$tmp/e2e11n.yaml"
+out=$("$BIN/train" --data "$tmp/data.yaml" --cfg "$tmp/e2e11n.yaml" --epochs 1 --imgsz 64 \
+  --device cpu --project "$tmp/runs" 2>&1) && fail "an end-to-end head trained"
+grep -q "e2e11n.yaml:[0-9]*: end2end heads .* are not supported" <<<"$out" ||
+  fail "unclear message for end2end: $out"
+echo "bad model YAMLs fail naming the file and what is supported"
