@@ -37,8 +37,8 @@ AnchorFreeDetectImpl::AnchorFreeDetectImpl(int nc_, int reg_max_, bool legacy,
 
 std::vector<torch::Tensor> AnchorFreeDetectImpl::forward_levels(std::vector<torch::Tensor> x) {
   for (int i = 0; i < nl; ++i) {
-    x[i] = torch::cat({cv2[i]->as<ChainImpl>()->forward(x[i]), cv3[i]->as<ChainImpl>()->forward(x[i])},
-                      1);
+    x[i] = torch::cat(
+        {cv2[i]->as<ChainImpl>()->forward(x[i]), cv3[i]->as<ChainImpl>()->forward(x[i])}, 1);
   }
   return x;
 }

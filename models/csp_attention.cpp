@@ -33,8 +33,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
 PSABlockImpl::PSABlockImpl(int c, double attn_ratio, int num_heads, bool shortcut)
     : add_(shortcut) {
   attn = register_module("attn", Attention(c, num_heads, attn_ratio));
-  ffn = register_module("ffn", torch::nn::Sequential(Conv(c, 2 * c, 1),
-                                                     Conv(2 * c, c, 1, 1, -1, 1, 1, false)));
+  ffn = register_module(
+      "ffn", torch::nn::Sequential(Conv(c, 2 * c, 1), Conv(2 * c, c, 1, 1, -1, 1, 1, false)));
 }
 
 torch::Tensor PSABlockImpl::forward(const torch::Tensor& x) {
@@ -57,8 +57,9 @@ C2fImpl::Block block_of(const Holder& h) {
 }  // namespace
 
 C2fImpl::C2fImpl(int c1, int c2, int n, bool shortcut, int g, double e)
-    : C2fImpl(c1, c2, n, e,
-              [&](int c) { return block_of(Bottleneck(c, c, shortcut, g, 1.0, std::array<int, 2>{3, 3})); }) {}
+    : C2fImpl(c1, c2, n, e, [&](int c) {
+        return block_of(Bottleneck(c, c, shortcut, g, 1.0, std::array<int, 2>{3, 3}));
+      }) {}
 
 C2fImpl::C2fImpl(int c1, int c2, int n, double e, const std::function<Block(int c)>& block) {
   init(c1, c2, n, e);

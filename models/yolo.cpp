@@ -123,7 +123,7 @@ struct ParsedLayer {
   std::shared_ptr<torch::nn::Module> mod;
   std::shared_ptr<DetectHead> head;  // the Detect layer's
   Detect detect{nullptr};            // YOLOv5's head
-  int c2 = 0;  // output channels
+  int c2 = 0;                        // output channels
   std::vector<std::string> shown_args;
 
   int single_input(const ArgReader& a, const std::string& module) const {
@@ -403,8 +403,7 @@ void parse_anchor_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a,
 
 // Ultralytics' anchor-free Detect [nc]: YOLOv8's classification branch ("legacy") unless the
 // model has a C3k2 before it, as Ultralytics decides.
-void parse_anchor_free_detect(ParsedLayer& p, const ArgReader& a, const ModelSpec& spec,
-                              size_t i) {
+void parse_anchor_free_detect(ParsedLayer& p, const ArgReader& a, const ModelSpec& spec, size_t i) {
   a.expect_count(1, 1);
   bool legacy = true;
   for (size_t k = 0; k < i; ++k) legacy = legacy && spec.layers[k].module != "C3k2";
@@ -416,7 +415,8 @@ void parse_anchor_free_detect(ParsedLayer& p, const ArgReader& a, const ModelSpe
 
 void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const ModelSpec& spec,
                   size_t i) {
-  if (i + 1 != spec.layers.size()) throw std::runtime_error(a.where() + ": Detect must be the last layer");
+  if (i + 1 != spec.layers.size())
+    throw std::runtime_error(a.where() + ": Detect must be the last layer");
   if (spec.anchor_free) {
     if (L.args.size() == 2 && L.args[1] == "anchors") {
       throw std::runtime_error(a.where() + ": Detect [nc, anchors] needs 'anchors:' in the YAML");

@@ -194,8 +194,8 @@ TEST(Loss, DenseAssignmentNeedsNoHostReads) {
 // Ultralytics' task-aligned assignment: a 4 px box has no anchor centre inside it, but widened to
 // the middle stride (16 px) it holds the four stride-8 centres around it.
 TEST(AnchorFreeLoss, SmallBoxesAreWidenedToTheMiddleStride) {
-  const auto [points, strides] = yolo::make_anchor_points({{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32},
-                                                          torch::TensorOptions());
+  const auto [points, strides] =
+      yolo::make_anchor_points({{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, torch::TensorOptions());
   const torch::Tensor anchors = points * strides;  // pixels
   const int64_t a = anchors.size(0);
   const torch::Tensor gt = torch::tensor({30.f, 30.f, 34.f, 34.f}).view({1, 1, 4});

@@ -1,8 +1,8 @@
 #include "utils/core/paths.h"
 
 #include <cstdlib>
-#include <regex>
 #include <filesystem>
+#include <regex>
 #include <system_error>
 #include <vector>
 

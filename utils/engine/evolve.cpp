@@ -14,10 +14,10 @@
 #include "utils/core/progress.h"
 #include "utils/core/run_lock.h"
 #include "utils/core/stopwatch.h"
-#include "utils/eval/model_family.h"
 #include "utils/core/yaml_io.h"
 #include "utils/engine/train.h"
 #include "utils/eval/metrics.h"
+#include "utils/eval/model_family.h"
 #include "utils/viz/plots.h"
 
 namespace fs = std::filesystem;
@@ -151,7 +151,8 @@ std::string evolve(const TrainConfig& cfg) {
     const bool unset = g.key == "anchors" && !base.has_anchors;
     start.push_back(constrain(unset ? 3.0 : base.at(g.key), g));
   }
-  const std::string model_yaml = cfg.model_yaml().empty() ? read_model_yaml(opt.cfg) : cfg.model_yaml();
+  const std::string model_yaml =
+      cfg.model_yaml().empty() ? read_model_yaml(opt.cfg) : cfg.model_yaml();
   std::vector<std::string> columns =
       val_metric_columns(model_family(parse_model_spec_string(model_yaml, opt.cfg)).loss_names);
   for (const auto& gn : genes) columns.push_back(gn.key);

@@ -475,8 +475,8 @@ TrainSetup set_up_training(TrainConfig cfg) {
   s.amp = s.dev.device.is_cuda();
   if (s.amp) log_info("AMP: mixed precision (autocast + gradient scaling) on " + s.dev.description);
   LossConfig loss_config;
-  loss_config.anchor_based = scale_loss_gains(s.hyp, s.model->head().num_levels(), s.nc, s.imgsz,
-                                              s.opt.label_smoothing);
+  loss_config.anchor_based =
+      scale_loss_gains(s.hyp, s.model->head().num_levels(), s.nc, s.imgsz, s.opt.label_smoothing);
   loss_config.anchor_free = {s.hyp.box, s.hyp.cls, s.hyp.dfl};
   s.loss = model_family(*s.model).make_loss(*s.model, loss_config);
   write_run_files(s);

@@ -24,8 +24,8 @@
 #include "utils/engine/optim.h"
 #include "utils/engine/train_callbacks.h"
 #include "utils/eval/loss.h"
-#include "utils/eval/model_family.h"
 #include "utils/eval/metrics.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/validator.h"
 
 namespace fs = std::filesystem;

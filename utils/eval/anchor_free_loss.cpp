@@ -89,17 +89,16 @@ AnchorFreeLoss::Parts AnchorFreeLoss::assign(const std::vector<at::Tensor>& p,
   const Flat f = flatten_levels(p, nc_, reg_max_, strides_);
   const int64_t bs = p[0].size(0);
   // imgsz is (h, w); boxes scale by (w, h).
-  const at::Tensor gt =
-      batch_targets(targets, bs, f.imgsz.flip(0), p[0].device());  // (bs, n, 5)
+  const at::Tensor gt = batch_targets(targets, bs, f.imgsz.flip(0), p[0].device());  // (bs, n, 5)
   const at::Tensor labels = gt.slice(2, 0, 1), boxes = gt.slice(2, 1, 5);
   const at::Tensor mask_gt = boxes.sum(2, true).gt(0.0);
   Parts out;
   out.pred_bboxes = decode_boxes(f.distri, f.anchors, reg_max_);
   out.anchors = f.anchors;
   out.strides = f.strides;
-  out.assigned = task_aligned_assign(f.scores.detach().sigmoid(),
-                                     out.pred_bboxes.detach() * f.strides, f.anchors * f.strides,
-                                     labels, boxes, mask_gt, tal_);
+  out.assigned =
+      task_aligned_assign(f.scores.detach().sigmoid(), out.pred_bboxes.detach() * f.strides,
+                          f.anchors * f.strides, labels, boxes, mask_gt, tal_);
   return out;
 }
 
@@ -111,9 +110,9 @@ LossResult AnchorFreeLoss::operator()(const std::vector<at::Tensor>& p,
   const at::Tensor labels = gt.slice(2, 0, 1), boxes = gt.slice(2, 1, 5);
   const at::Tensor mask_gt = boxes.sum(2, true).gt(0.0);
   const at::Tensor pred_bboxes = decode_boxes(f.distri, f.anchors, reg_max_);
-  const TalTargets a = task_aligned_assign(f.scores.detach().sigmoid(),
-                                           pred_bboxes.detach() * f.strides,
-                                           f.anchors * f.strides, labels, boxes, mask_gt, tal_);
+  const TalTargets a =
+      task_aligned_assign(f.scores.detach().sigmoid(), pred_bboxes.detach() * f.strides,
+                          f.anchors * f.strides, labels, boxes, mask_gt, tal_);
   const at::Tensor tss = a.scores.sum().clamp_min(1);
   const at::Tensor lcls =
       torch::binary_cross_entropy_with_logits(f.scores, a.scores, {}, {}, at::Reduction::Sum) / tss;

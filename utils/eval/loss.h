@@ -52,8 +52,7 @@ class ComputeLoss : public DetectionLoss {
   // p: raw maps (bs, na, ny, nx, 5+nc) per level; targets (n, 6): image, class, cx, cy, w, h
   // (normalised). On an accelerator the dense form runs (the same loss, no host synchronisation);
   // on the CPU the compact one, which touches fewer elements. `dense` forces either.
-  LossResult operator()(const std::vector<at::Tensor>& p,
-                        const at::Tensor& targets) const override;
+  LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets) const override;
   LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets,
                         bool dense) const;
   // YOLOv5's assignment: the compact form keeps the assigned candidates (its sizes depend on the

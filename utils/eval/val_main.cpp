@@ -28,6 +28,12 @@ namespace yolo {
 
 namespace {
 
+// val's default NMS IoU: the model family's (a .torchscript or .onnx file: YOLOv5's).
+double family_val_iou(InferenceModel& model) {
+  DetectionModel* pt = model.pytorch();
+  return model_family(pt ? (*pt)->spec() : ModelSpec{}).val_iou;
+}
+
 constexpr char kIncompleteMarker[] = "INCOMPLETE.txt";
 
 const std::vector<cli::Flag<ValArgs>>& flags() {
@@ -51,9 +57,7 @@ const std::vector<cli::Flag<ValArgs>>& flags() {
       Bind("conf-thres", &A::conf_thres, "confidence threshold").check(in_range(0, 1)),
       Bind("iou-thres", &A::iou_thres,
            "NMS IoU threshold (default -1: 0.6, or 0.7 for anchor-free YOLOv8/YOLO11 weights)")
-          .check([](const double& v) {
-            return v == -1 ? std::string() : in_range(0, 1)(v);
-          }),
+          .check([](const double& v) { return v == -1 ? std::string() : in_range(0, 1)(v); }),
       Bind("max-det", &A::max_det, "maximum detections per image")
           .check(at_least(1, "must be >= 1")),
       Bind("task", &A::task, "val, test, speed or study")
@@ -167,11 +171,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
 
   ValConfig cfg;
   cfg.conf_thres = a.conf_thres;
-  cfg.iou_thres = a.iou_thres;
-  if (cfg.iou_thres < 0) {
-    DetectionModel* pt = model.pytorch();
-    cfg.iou_thres = model_family(pt ? (*pt)->spec() : ModelSpec{}).val_iou;
-  }
+  cfg.iou_thres = a.iou_thres >= 0 ? a.iou_thres : family_val_iou(model);
   cfg.max_det = a.max_det;
   // As val.py: float32 unless asked; speed and study use float16 on a GPU.
   cfg.half = a.half || (dev.device.is_cuda() && (a.task == "speed" || a.task == "study"));

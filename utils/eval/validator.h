@@ -11,8 +11,8 @@
 #include "data/loader.h"
 #include "models/yolo.h"
 #include "utils/eval/loss.h"
-#include "utils/eval/model_family.h"
 #include "utils/eval/metrics.h"
+#include "utils/eval/model_family.h"
 
 namespace yolo {
 
