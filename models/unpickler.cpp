@@ -345,10 +345,11 @@ class Machine {
     // Python 3 writes protocol-2 builtins under their Python 2 module name.
     if (module == "__builtin__") q = "builtins." + name;
     if (!is_builtin_global(q) && !allow_(q)) {
-      throw PickleError("refused: the pickle names " + printable(q) +
-                        ", which is not a class this reader rebuilds (YOLOv5's models, torch.nn "
-                        "modules, tensors, storages, OrderedDict); it may be code" +
-                        std::string(kNoCode));
+      throw PickleError(
+          "refused: the pickle names " + printable(q) +
+          ", which is not a class this reader rebuilds (YOLOv5's and Ultralytics' models, torch.nn "
+          "modules, tensors, storages, OrderedDict); it may be code" +
+          std::string(kNoCode));
     }
     return str(Type::kGlobal, q);
   }

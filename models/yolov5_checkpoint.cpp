@@ -35,7 +35,8 @@ bool is_dotted_identifier(const std::string& s) {
 }
 
 [[noreturn]] void malformed(const std::string& path, const std::string& why) {
-  throw std::runtime_error(path + ": not a YOLOv5 checkpoint this trainer reads: " + why);
+  throw std::runtime_error(path +
+                           ": not a YOLOv5 or Ultralytics checkpoint this trainer reads: " + why);
 }
 
 at::Tensor as_weight(const at::Tensor& t) {
@@ -172,8 +173,12 @@ bool is_model_object(const PyValue* v) { return v && v->is(Type::kObject); }
 }  // namespace
 
 bool is_yolov5_checkpoint_global(const std::string& q) {
-  static const char* const kPrefixes[] = {"models.yolo.", "models.common.", "yolov5.models.yolo.",
-                                          "yolov5.models.common.", "torch.nn.modules."};
+  // YOLOv5's model classes, and Ultralytics' (8.x: YOLOv8, YOLO11 and the other tasks' models,
+  // which the model check below refuses by name).
+  static const char* const kPrefixes[] = {"models.yolo.",           "models.common.",
+                                          "yolov5.models.yolo.",    "yolov5.models.common.",
+                                          "torch.nn.modules.",      "ultralytics.nn.tasks.",
+                                          "ultralytics.nn.modules."};
   for (const char* p : kPrefixes) {
     if (starts_with(q, p)) return is_dotted_identifier(q.substr(std::string(p).size()));
   }
@@ -184,6 +189,8 @@ bool is_yolov5_checkpoint_global(const std::string& q) {
                                                  "numpy.ndarray",
                                                  "numpy.dtype",
                                                  "pathlib.PosixPath",
+                                                 "ultralytics.utils.IterableSimpleNamespace",
+                                                 "torch.Size",
                                                  "pathlib.WindowsPath",
                                                  "pathlib.Path"};
   return kRecords.count(q) > 0;

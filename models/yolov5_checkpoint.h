@@ -1,12 +1,14 @@
 #pragma once
-// YOLOv5 v7.0's own .pt files (released weights, a run's best.pt/last.pt, stripped or not): a
-// torch.save zip whose `model` (and `ema`) is a pickled DetectionModel. They are read with the
+// YOLOv5 v7.0's own .pt files (released weights, a run's best.pt/last.pt, stripped or not), and
+// Ultralytics 8.x's of the same layout (YOLOv8, YOLO11): a torch.save zip whose `model` (and
+// `ema`) is a pickled DetectionModel. They are read with the
 // restricted unpickler (models/unpickler.h): the pickled classes become inert records and
 // only these may appear: YOLOv5's model classes (models.yolo.*, models.common.* as a clone of the
 // repository pickles them; yolov5.models.yolo.*, yolov5.models.common.* as the PyPI package
-// does), torch.nn modules, PyTorch's tensor/parameter/storage rebuild functions, OrderedDict and
-// set, numpy arrays and scalars (best_fitness of an unstripped last.pt), pathlib paths. Any other
-// global is refused, naming the file and the class; nothing from the file is ever run.
+// does), Ultralytics' (ultralytics.nn.tasks.*, ultralytics.nn.modules.*, its argument namespace),
+// torch.nn modules, torch.Size, PyTorch's tensor/parameter/storage rebuild functions, OrderedDict
+// and set, numpy arrays and scalars (best_fitness of an unstripped last.pt), pathlib paths. Any
+// other global is refused, naming the file and the class; nothing from the file is ever run.
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -4,7 +4,10 @@
 2. yolov8n and yolo11n with Ultralytics' weights (its random initialisation, BatchNorm statistics
    perturbed) loaded as a state_dict: the same raw head maps and decoded boxes (eval mode) within
    1e-4, and on a fixed batch (train mode) the same assignment (foreground anchors, their target
-   boxes and scores), the same three loss terms and total within 1e-4, and the same gradients.
+   boxes and scores), the same three loss terms and total within 1e-4, and the same gradients;
+3. Ultralytics' own .pt files (a pickled float16 DetectionModel, as its trainer leaves best.pt):
+   our loader reads them and gives Ultralytics' outputs; a segmentation model's file is refused
+   naming the file and what this trainer runs.
 Usage: test_ultralytics_models.py BIN_DIR OUT_DIR"""
 import os
 import subprocess
@@ -142,4 +145,39 @@ for name in ("yolov8n.yaml", "yolo11n.yaml"):
         worst = max(worst, close(f"{stem} grad {k}", ours[f"grad.{k}"], p.grad, 1e-3))
     print(f"ok {stem}: {int(fg.sum())} foreground anchors, loss items "
           f"{[round(v, 5) for v in loss3.tolist()]} equal, gradients within {worst:.2g}")
+# 3. Ultralytics' .pt files, stripped as its trainer leaves them (the model in float16).
+def ultralytics_pt(model, path):
+    import copy
+    ckpt = {"date": "2026-11-28", "version": "8.4.190", "epoch": -1, "best_fitness": None,
+            "model": copy.deepcopy(model).half(), "ema": None, "updates": None, "optimizer": None,
+            "scaler": None, "train_args": {"task": "detect", "imgsz": 640}, "train_metrics": {},
+            "train_results": {}}
+    for p in ckpt["model"].parameters():
+        p.requires_grad = False
+    torch.save(ckpt, path)
+
+
+for name in ("yolov8n.yaml", "yolo11n.yaml"):
+    m = build(name).eval()
+    stem = name[:-5]
+    pt, in_file, out_file = (os.path.join(OUT, f"{stem}.ul.{k}") for k in ("pt", "in.pt", "out.pt"))
+    ultralytics_pt(m, pt)
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(2))
+    torch.save({"x": x}, in_file)
+    probe("forward", pt, in_file, out_file)
+    ours = torch.load(out_file)["y"]
+    with torch.no_grad():
+        theirs = m.half().float()(x)[0]  # the file's float16 weights, run in float32
+    err = close(f"{stem} from its Ultralytics .pt", torch.cat([ours[..., :4], ours[..., 5:]], -1),
+                theirs.transpose(1, 2), 1e-3)
+    print(f"ok {stem}.pt (Ultralytics' file): our loader gives its outputs (max relative {err:.2g})")
+
+from ultralytics.nn.tasks import SegmentationModel  # noqa: E402
+
+seg = os.path.join(OUT, "yolo11n-seg.pt")
+ultralytics_pt(SegmentationModel("yolo11n-seg.yaml", ch=3, nc=80, verbose=False), seg)
+p = subprocess.run([PROBE, "forward", seg, in_file, out_file], capture_output=True, text=True)
+if p.returncode == 0 or "SegmentationModel" not in p.stderr or "detection models" not in p.stderr:
+    fail(f"a segmentation .pt: exit {p.returncode}, {p.stderr.strip()[-500:]}")
+print(f"ok a segmentation model's .pt is refused: {p.stderr.strip()[-200:]}")
 print("PASS")
