@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The anchor-free families end to end on tiny data: `--cfg yolov8n.yaml` and `--cfg yolo11n.yaml`
 # (yolov8.yaml and yolo11.yaml at scale n) each train one epoch with their own default
-# hyperparameters and loss columns, then val and detect read the result. Bad model YAMLs fail
+# hyperparameters, optimizer choice and loss columns, then val and detect read the result. Bad model YAMLs fail
 # naming the file and what is supported; export refuses these models by name.
 # Usage: test_anchor_free.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -19,6 +19,9 @@ for model in yolov8n yolo11n; do
   run=$tmp/runs/$model
   grep -q "hyperparameters: hyp.anchor-free.yaml" "$log" || fail "$model: not trained with hyp.anchor-free.yaml"
   grep -q "dfl=1.5" "$log" || fail "$model: the dfl gain is not in the hyperparameters line"
+  # Ultralytics' optimizer=auto for a short run: AdamW at 0.01 / (4 + nc), nc = 3.
+  grep -q "optimizer: 'auto' chose AdamW(lr=0.001429, momentum=0.9) for 5 iterations" "$log" ||
+    fail "$model: not Ultralytics' optimizer=auto choice: $(grep optimizer "$log")"
   head -1 "$run/results.csv" | grep -q "train/box_loss, *train/cls_loss, *train/dfl_loss" ||
     fail "$model: results.csv's loss columns are not box, cls, dfl: $(head -1 "$run/results.csv")"
   "$YOLO_PYTHON" - "$run/results.csv" <<'PY' || fail "$model: losses"

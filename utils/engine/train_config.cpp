@@ -111,12 +111,15 @@ Options merge_resume(const Options& cli, std::string ckpt) {
 }  // namespace
 
 namespace {
-// Without --hyp a model family's own defaults (hyp.anchor-free.yaml for YOLOv8 and YOLO11); a
-// resumed run keeps the hyp its opt.yaml names.
+// Without --hyp and --optimizer a model family's own defaults (hyp.anchor-free.yaml and auto for
+// YOLOv8 and YOLO11); a resumed run keeps what its opt.yaml names.
 void choose_family_hyp(Options& opt, const std::string& model_yaml) {
-  if (opt.was_given("hyp") || opt.resume || (model_yaml.empty() && opt.cfg.empty())) return;
+  if (opt.resume || (model_yaml.empty() && opt.cfg.empty())) return;
+  if (opt.was_given("hyp") && opt.was_given("optimizer")) return;
   const ModelSpec spec = model_yaml.empty() ? parse_model_spec_file(opt.cfg)
                                             : parse_model_spec_string(model_yaml, opt.weights);
+  if (!opt.was_given("optimizer")) opt.optimizer = model_family(spec).default_optimizer;
+  if (opt.was_given("hyp")) return;
   const std::string& hyp = model_family(spec).default_hyp;
   if (fs::path(opt.hyp).filename() == hyp) return;
   opt.hyp = resolve_config(hyp, ConfigKind::kHyp, "--hyp");

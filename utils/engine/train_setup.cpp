@@ -274,6 +274,26 @@ void choose_batch_size(TrainSetup& s) {
 }
 
 // YOLOv5's optimizer: nominal batch 64, weight decay scaled to it, three parameter groups.
+// Ultralytics' optimizer=auto: AdamW at lr0 0.01 / (4 + nc) for at most 10,000 iterations (of
+// the nominal batch), else SGD at 0.01 (where Ultralytics 8.4 picks YOLO26's MuSGD); momentum
+// 0.9 and bias warmup from 0 either way. Sets the hyperparameters it chooses.
+std::string resolve_auto_optimizer(TrainSetup& s) {
+  const int64_t images = static_cast<int64_t>(s.train_set->size());
+  const int64_t per_epoch = (images + std::max(s.opt.batch_size, kNominalBatch) - 1) /
+                            std::max(s.opt.batch_size, kNominalBatch);
+  const int64_t iterations = per_epoch * s.opt.epochs;
+  const bool long_run = iterations > 10000;
+  s.hyp.lr0 = long_run ? 0.01 : std::nearbyint(0.01 / (4 + s.nc) * 1e6) / 1e6;
+  s.hyp.momentum = 0.9;
+  s.hyp.warmup_bias_lr = 0.0;
+  const std::string name = long_run ? "SGD" : "AdamW";
+  log_info("optimizer: 'auto' chose " + name + "(lr=" + format_number("%g", s.hyp.lr0) +
+           ", momentum=0.9) for " + std::to_string(iterations) +
+           " iterations, as Ultralytics' optimizer=auto (lr0, momentum and warmup_bias_lr of " +
+           s.opt.hyp + " not used)");
+  return name;
+}
+
 void build_optimizer(TrainSetup& s) {
   Hyp& hyp = s.hyp;
   Schedule& sc = s.schedule;
@@ -281,9 +301,10 @@ void build_optimizer(TrainSetup& s) {
   sc.accumulate = std::max(
       static_cast<int>(std::nearbyint(static_cast<double>(kNominalBatch) / sc.batch_size)), 1);
   hyp.weight_decay = hyp.weight_decay * sc.batch_size * sc.accumulate / kNominalBatch;
+  if (s.opt.optimizer == "auto") s.loop.optimizer = resolve_auto_optimizer(s);
   const ParamGroups groups = split_param_groups(*s.model);
-  s.optimizer = make_optimizer(s.opt.optimizer, groups, hyp.lr0, hyp.momentum, hyp.weight_decay);
-  log_info("optimizer: " + s.opt.optimizer + "(lr=" + format_number("%g", hyp.lr0) +
+  s.optimizer = make_optimizer(s.loop.optimizer, groups, hyp.lr0, hyp.momentum, hyp.weight_decay);
+  log_info("optimizer: " + s.loop.optimizer + "(lr=" + format_number("%g", hyp.lr0) +
            ") with parameter groups " + std::to_string(groups.bn.size()) + " weight(decay=0.0), " +
            std::to_string(groups.weight.size()) +
            " weight(decay=" + format_number("%g", hyp.weight_decay) + "), " +
@@ -401,7 +422,7 @@ void build_ema_and_resume(TrainSetup& s, const Checkpoint& resume_ckpt) {
     load_state_dict(*s.ema_model, resume_ckpt.model);
     s.ema->set_updates(resume_ckpt.ema_updates);
   }
-  load_optimizer_state(*s.optimizer, s.opt.optimizer, resume_ckpt.optimizer);
+  load_optimizer_state(*s.optimizer, s.loop.optimizer, resume_ckpt.optimizer);
   s.resume.start_epoch = static_cast<int>(resume_ckpt.epoch) + 1;
   s.resume.best_fitness = resume_ckpt.best_fitness;
   s.resume.last_opt_step = resume_ckpt.last_opt_step;
@@ -466,8 +487,8 @@ TrainSetup set_up_training(TrainConfig cfg) {
   if (s.already_finished) return s;
   build_run_model(s, resume_ckpt);
   choose_batch_size(s);
+  build_loaders(s);  // before the optimizer: --optimizer auto counts the training images
   build_optimizer(s);
-  build_loaders(s);
   check_model_anchors(s);
   build_ema_and_resume(s, resume_ckpt);
   wrap_parallel(s);

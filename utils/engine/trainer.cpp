@@ -324,7 +324,7 @@ void Trainer::validate(EpochReport& r) {
 }
 
 void Trainer::decide_best(EpochReport& r) {
-  r.fitness = fitness(results_[2], results_[3]);
+  r.fitness = fitness(results_[2], results_[3], model_family(*s_.model).fitness_map50);
   early_stop_ = stopper_(r.epoch, r.fitness);
   if (r.fitness > best_fitness_) best_fitness_ = r.fitness;
   r.is_best = r.fitness == best_fitness_;  // as YOLOv5: ties write best.pt too, 0 included

@@ -201,7 +201,9 @@ ApResult ap_per_class(const std::vector<std::vector<bool>>& tp, const std::vecto
   return res;
 }
 
-double fitness(double map50, double map) { return 0.1 * map50 + 0.9 * map; }
+double fitness(double map50, double map, double map50_weight) {
+  return map50_weight * map50 + (1 - map50_weight) * map;
+}
 
 ConfusionMatrix::ConfusionMatrix(int nc, double conf, double iou_thres)
     : nc_(nc), conf_(conf), iou_(iou_thres), m_(nc + 1, std::vector<double>(nc + 1, 0.0)) {}

@@ -38,8 +38,9 @@ struct ApResult {
 ApResult ap_per_class(const std::vector<std::vector<bool>>& tp, const std::vector<double>& conf,
                       const std::vector<int>& pred_cls, const std::vector<int>& target_cls);
 
-// YOLOv5's fitness: 0.1 * mAP@0.5 + 0.9 * mAP@0.5:0.95.
-double fitness(double map50, double map);
+// The fitness that picks best.pt: map50_weight * mAP@0.5 + (1 - map50_weight) * mAP@0.5:0.95
+// (YOLOv5's weight 0.1; Ultralytics' 0, mAP@0.5:0.95 alone).
+double fitness(double map50, double map, double map50_weight = 0.1);
 
 class ConfusionMatrix {
  public:
