@@ -229,3 +229,29 @@ TEST(AnchorFreeLoss, NoTargetsLeavesOnlyTheClassTerm) {
   r.loss.backward();
   EXPECT_GT(p[0].grad().abs().sum().item<float>(), 0.f);
 }
+
+// The sparse form (the CPU's) and the dense one (an accelerator's) assign alike.
+TEST(AnchorFreeLoss, SparseAndDenseAssignmentAgree) {
+  torch::manual_seed(3);
+  const auto [points, strides] =
+      yolo::make_anchor_points({{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, torch::TensorOptions());
+  const torch::Tensor anchors = points * strides;
+  const int64_t a = anchors.size(0);
+  const torch::Tensor xy = torch::rand({2, 3, 2}) * 48 + 8, wh = torch::rand({2, 3, 2}) * 30 + 2;
+  const torch::Tensor gt = torch::cat({xy - wh / 2, xy + wh / 2}, -1);
+  const torch::Tensor mask = torch::tensor({1.f, 1.f, 1.f, 1.f, 1.f, 0.f}).view({2, 3, 1});
+  const torch::Tensor labels = torch::randint(0, 4, {2, 3, 1}).to(torch::kFloat);
+  const torch::Tensor scores = torch::rand({2, a, 4});
+  const torch::Tensor pxy = anchors.unsqueeze(0) + torch::randn({2, a, 2}) * 4;
+  const torch::Tensor pwh = torch::rand({2, a, 2}) * 30 + 2;
+  const torch::Tensor boxes = torch::cat({pxy - pwh / 2, pxy + pwh / 2}, -1);
+  yolo::TalOptions o;
+  const yolo::TalTargets s = yolo::task_aligned_assign(scores, boxes, anchors, labels, gt, mask, o);
+  o.dense = true;
+  const yolo::TalTargets d = yolo::task_aligned_assign(scores, boxes, anchors, labels, gt, mask, o);
+  EXPECT_GT(s.fg.sum().item<int64_t>(), 5);
+  EXPECT_TRUE(torch::equal(s.fg, d.fg));
+  EXPECT_TRUE(
+      torch::equal(s.target_gt_idx.masked_select(s.fg), d.target_gt_idx.masked_select(d.fg)));
+  EXPECT_TRUE(torch::allclose(s.scores, d.scores, 1e-6, 1e-7));
+}

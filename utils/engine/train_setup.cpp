@@ -273,7 +273,6 @@ void choose_batch_size(TrainSetup& s) {
   s.opt_text = yaml_dump(options_to_yaml(s.opt));
 }
 
-// YOLOv5's optimizer: nominal batch 64, weight decay scaled to it, three parameter groups.
 // Ultralytics' optimizer=auto: AdamW at lr0 0.01 / (4 + nc) for at most 10,000 iterations (of
 // the nominal batch), else SGD at 0.01 (where Ultralytics 8.4 picks YOLO26's MuSGD); momentum
 // 0.9 and bias warmup from 0 either way. Sets the hyperparameters it chooses.
@@ -294,6 +293,7 @@ std::string resolve_auto_optimizer(TrainSetup& s) {
   return name;
 }
 
+// YOLOv5's optimizer: nominal batch 64, weight decay scaled to it, three parameter groups.
 void build_optimizer(TrainSetup& s) {
   Hyp& hyp = s.hyp;
   Schedule& sc = s.schedule;

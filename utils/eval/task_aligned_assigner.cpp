@@ -77,12 +77,27 @@ TalTargets task_aligned_assign(const at::Tensor& pd_scores, const at::Tensor& pd
   const at::Tensor valid = in_gts & mask_gt.to(torch::kBool);  // (bs, n, A)
   // Score of each box's class at each anchor, and CIoU of each box with each prediction.
   const at::Tensor labels = gt_labels.to(torch::kLong);  // (bs, n, 1)
-  const at::Tensor score = pd_scores.transpose(1, 2).gather(1, labels.expand({-1, -1, na}));
-  const at::Tensor ciou =
-      bbox_ciou_xyxy(gt_bboxes.unsqueeze(2), pd_bboxes.unsqueeze(1)).clamp_min(0);
-  const at::Tensor zero = torch::zeros({}, ciou.options());
-  at::Tensor overlaps = torch::where(valid, ciou, zero);
-  at::Tensor align = torch::where(valid, score.pow(o.alpha) * ciou.pow(o.beta), zero);
+  at::Tensor overlaps, align;
+  if (pd_scores.is_cpu() && !o.dense) {
+    // The candidate pairs alone (their count is a host read, free here): far less memory than
+    // every box against every anchor.
+    const auto idx = valid.nonzero().unbind(1);  // image, box, anchor
+    const at::Tensor ciou =
+        bbox_ciou_xyxy(gt_bboxes.index({idx[0], idx[1]}), pd_bboxes.index({idx[0], idx[2]}))
+            .clamp_min(0);
+    const at::Tensor score = pd_scores.index({idx[0], idx[2], labels.index({idx[0], idx[1], 0})});
+    overlaps =
+        torch::zeros({bs, n, na}, pd_bboxes.options()).index_put_({idx[0], idx[1], idx[2]}, ciou);
+    align = torch::zeros({bs, n, na}, pd_scores.options())
+                .index_put_({idx[0], idx[1], idx[2]}, score.pow(o.alpha) * ciou.pow(o.beta));
+  } else {  // every pair, masked: no host read
+    const at::Tensor score = pd_scores.transpose(1, 2).gather(1, labels.expand({-1, -1, na}));
+    const at::Tensor ciou =
+        bbox_ciou_xyxy(gt_bboxes.unsqueeze(2), pd_bboxes.unsqueeze(1)).clamp_min(0);
+    const at::Tensor zero = torch::zeros({}, ciou.options());
+    overlaps = torch::where(valid, ciou, zero);
+    align = torch::where(valid, score.pow(o.alpha) * ciou.pow(o.beta), zero);
+  }
 
   at::Tensor mask_pos = topk_candidates(align, mask_gt, o.topk)
                             .mul_(in_gts.to(torch::kChar))

@@ -13,6 +13,9 @@ struct TalOptions {
   double alpha = 0.5, beta = 6.0;
   double widen_to = 16;  // stride[1]: boxes narrower or shorter are widened to it for candidates
   double eps = 1e-9;
+  // Every box against every anchor, masked (what runs on an accelerator: no host read), also on
+  // the CPU, which otherwise scores the candidate pairs alone. Both give the same assignment.
+  bool dense = false;
 };
 
 struct TalTargets {
