@@ -7,9 +7,14 @@
    boxes and scores), the same three loss terms and total within 1e-4, and the same gradients;
 3. Ultralytics' own .pt files (a pickled float16 DetectionModel, as its trainer leaves best.pt):
    our loader reads them and gives Ultralytics' outputs; a segmentation model's file is refused
-   naming the file and what this trainer runs.
+   naming the file and what this trainer runs;
+4. detect on such a file against Ultralytics' predict on the same images (its thresholds: conf
+   0.25, IoU 0.7, 300 boxes): at least 98 % of its boxes found with the same class, IoU >= 0.95
+   and confidence within 0.01, and as many boxes.
 Usage: test_ultralytics_models.py BIN_DIR OUT_DIR"""
+import glob
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -170,7 +175,8 @@ for name in ("yolov8n.yaml", "yolo11n.yaml"):
         theirs = m.half().float()(x)[0]  # the file's float16 weights, run in float32
     err = close(f"{stem} from its Ultralytics .pt", torch.cat([ours[..., :4], ours[..., 5:]], -1),
                 theirs.transpose(1, 2), 1e-3)
-    print(f"ok {stem}.pt (Ultralytics' file): our loader gives its outputs (max relative {err:.2g})")
+    print(f"ok {stem}.pt (Ultralytics' file): our loader gives its outputs "
+          f"(max relative {err:.2g})")
 
 from ultralytics.nn.tasks import SegmentationModel  # noqa: E402
 
@@ -180,4 +186,84 @@ p = subprocess.run([PROBE, "forward", seg, in_file, out_file], capture_output=Tr
 if p.returncode == 0 or "SegmentationModel" not in p.stderr or "detection models" not in p.stderr:
     fail(f"a segmentation .pt: exit {p.returncode}, {p.stderr.strip()[-500:]}")
 print(f"ok a segmentation model's .pt is refused: {p.stderr.strip()[-200:]}")
+
+# 4. detect against Ultralytics' predict. An untrained model whose BatchNorm statistics are those
+# of the test images (so that its outputs vary from place to place) and whose class logits are
+# raised, so that it finds boxes of several classes with spread-out confidences.
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+from ultralytics import YOLO  # noqa: E402
+
+img_dir = os.path.join(OUT, "images")
+os.makedirs(img_dir, exist_ok=True)
+rng = np.random.default_rng(0)
+for k, (h, w) in enumerate([(240, 320), (300, 200), (256, 256)]):
+    im = rng.integers(0, 255, (h, w, 3), dtype=np.uint8)  # texture, so that outputs vary
+    for _ in range(6):
+        x, y = int(rng.integers(0, w - 40)), int(rng.integers(0, h - 40))
+        color = tuple(int(c) for c in rng.integers(0, 255, 3))
+        x2, y2 = x + int(rng.integers(15, 60)), y + int(rng.integers(15, 60))
+        cv2.rectangle(im, (x, y), (x2, y2), color, -1)
+    cv2.imwrite(os.path.join(img_dir, f"im{k}.jpg"), im)
+m = build("yolo11n.yaml")
+with torch.no_grad():
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.momentum = 1.0
+    m.train()
+    batch = [cv2.resize(cv2.imread(f), (320, 320))[:, :, ::-1] for f in
+             sorted(glob.glob(os.path.join(img_dir, "*.jpg")))]
+    m(torch.from_numpy(np.stack(batch).copy()).permute(0, 3, 1, 2).float() / 255)
+    m.eval()
+    for seq in m.model[-1].cv3:
+        seq[-1].bias.add_(7.0)
+det_pt = os.path.join(OUT, "yolo11n-detect.pt")
+ultralytics_pt(m, det_pt)
+det_out = os.path.join(OUT, "detect")
+shutil.rmtree(det_out, ignore_errors=True)  # --save-txt appends to the label files
+p = subprocess.run([os.path.join(BIN, "detect"), "--weights", det_pt, "--source", img_dir,
+                    "--imgsz", "320", "--conf-thres", "0.25", "--iou-thres", "0.7",
+                    "--max-det", "300", "--save-txt", "--save-conf", "--nosave", "--device", "cpu",
+                    "--project", det_out, "--name", "exp", "--exist-ok"],
+                   capture_output=True, text=True)
+if p.returncode:
+    fail(f"detect exited {p.returncode}: {p.stderr.strip()[-1000:]}")
+# One image at a time, as detect runs them (a list would be letterboxed to one square).
+ul = YOLO(det_pt)
+theirs_all = [ul.predict(f, imgsz=320, conf=0.25, iou=0.7, max_det=300, device="cpu",
+                         verbose=False)[0]
+              for f in sorted(glob.glob(os.path.join(img_dir, "*.jpg")))]
+
+
+def xyxy(cx, cy, w, h):
+    return [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
+
+
+def iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter + 1e-12)
+
+
+total = matched = ours_n = 0
+for r in theirs_all:
+    stem = os.path.splitext(os.path.basename(r.path))[0]
+    txt = os.path.join(det_out, "exp", "labels", stem + ".txt")
+    ours = [list(map(float, line.split())) for line in open(txt)] if os.path.exists(txt) else []
+    ours_n += len(ours)
+    used = set()
+    for c, box, conf in zip(r.boxes.cls.tolist(), r.boxes.xywhn.tolist(), r.boxes.conf.tolist()):
+        total += 1
+        for j, o in enumerate(ours):
+            if j not in used and int(o[0]) == int(c) and abs(o[5] - conf) <= 0.01 and \
+                    iou(xyxy(*o[1:5]), xyxy(*box)) >= 0.95:
+                used.add(j)
+                matched += 1
+                break
+if total < 20:
+    fail(f"Ultralytics' predict found only {total} boxes; the comparison needs more")
+if matched < 0.98 * total or abs(ours_n - total) > 0.02 * total:
+    fail(f"detect matched {matched} of Ultralytics' {total} boxes (ours: {ours_n})")
+print(f"ok detect finds Ultralytics' predict boxes: {matched} of {total} matched (ours {ours_n})")
 print("PASS")
