@@ -23,15 +23,15 @@ struct LossConfig {
 };
 
 struct ModelFamily {
-  std::string name;            // as logs print it
-  LossNames loss_names;        // the loss items, in order (results.csv's columns)
-  std::string default_hyp;     // bare name in hyp/, used when --hyp is not given
+  std::string name;               // as logs print it
+  LossNames loss_names;           // the loss items, in order (results.csv's columns)
+  std::string default_hyp;        // bare name in hyp/, used when --hyp is not given
   std::string default_optimizer;  // when --optimizer is not given
-  double val_iou = 0.6;        // NMS IoU of validation (val.py / Ultralytics' val)
-  double val_iou_coco = 0.65;  // of training's final validation on COCO data (train.py's)
-  double fitness_map50 = 0.1;  // mAP50's weight in the fitness picking best.pt (metrics.h)
-  bool fits_anchors = true;    // AutoAnchor and the anchor hyperparameters apply
-  std::string not_exportable;  // why export refuses these models ("" when it can)
+  double val_iou = 0.6;           // NMS IoU of validation (val.py / Ultralytics' val)
+  double val_iou_coco = 0.65;     // of training's final validation on COCO data (train.py's)
+  double fitness_map50 = 0.1;     // mAP50's weight in the fitness picking best.pt (metrics.h)
+  bool fits_anchors = true;       // AutoAnchor and the anchor hyperparameters apply
+  std::string not_exportable;     // why export refuses these models ("" when it can)
   std::unique_ptr<DetectionLoss> (*make_loss)(const DetectionModelImpl& model,
                                               const LossConfig& config) = nullptr;
 };
