@@ -53,6 +53,10 @@ class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(int dim, int num_heads, double attn_ratio = 0.5);
   torch::Tensor forward(const torch::Tensor& x);
+  int num_heads() const { return num_heads_; }
+  int key_dim() const { return key_dim_; }
+  int head_dim() const { return head_dim_; }
+  double scale() const { return scale_; }
   Conv qkv{nullptr}, proj{nullptr}, pe{nullptr};
 
  private:
@@ -66,6 +70,7 @@ class PSABlockImpl : public torch::nn::Module {
  public:
   PSABlockImpl(int c, double attn_ratio, int num_heads, bool shortcut = true);
   torch::Tensor forward(const torch::Tensor& x);
+  bool shortcut() const { return add_; }
   Attention attn{nullptr};
   torch::nn::Sequential ffn{nullptr};
 
@@ -88,6 +93,7 @@ class C2fImpl : public torch::nn::Module {
   // The blocks made by `block(c)` (c = the hidden width).
   C2fImpl(int c1, int c2, int n, double e, const std::function<Block(int c)>& block);
   torch::Tensor forward(const torch::Tensor& x);
+  int hidden() const { return c_; }  // each half of cv1's output
   Conv cv1{nullptr}, cv2{nullptr};
   torch::nn::ModuleList m{nullptr};
 
@@ -107,6 +113,7 @@ class C2PSAImpl : public torch::nn::Module {
  public:
   C2PSAImpl(int c1, int c2, int n = 1, double e = 0.5);
   torch::Tensor forward(const torch::Tensor& x);
+  int hidden() const { return c_; }  // each half of cv1's output
   Conv cv1{nullptr}, cv2{nullptr};
   torch::nn::Sequential m{nullptr};
 

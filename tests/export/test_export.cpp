@@ -15,6 +15,7 @@
 #include "utils/eval/inference_model.h"
 #include "utils/eval/onnx_info.h"
 #include "utils/export/export_graph.h"
+#include "utils/export/export_metadata.h"
 #include "utils/export/onnx_export.h"
 #include "utils/export/torchscript_export.h"
 
@@ -196,5 +197,120 @@ TEST_F(ExportTest, NoModelIsRefusedNamingTheFile) {
     }
   }
 }
+
+// Ultralytics' anchor-free models (C2f, C3k2, C2PSA's attention, the DFL head) written in
+// Ultralytics' layout (B, 4 + nc, N) with its metadata, and read back by val and detect's loader.
+class AnchorFreeExportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(0);
+    model_ = yolo::build_model(yolo::project_root() + "/configs/models/" + GetParam() + ".yaml", 3);
+    model_->eval();
+    model_->fuse();
+    dir_ = fs::temp_directory_path() / ("yolo_export_af_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The model's rows (objectness 1) and Ultralytics' channels-first form of them.
+  torch::Tensor rows(const torch::Tensor& x) {
+    torch::NoGradGuard no_grad;
+    return model_->forward(x).pred;
+  }
+  torch::Tensor channels_first(const torch::Tensor& x) {
+    const torch::Tensor y = rows(x);
+    return torch::cat({y.slice(2, 0, 4), y.slice(2, 5)}, 2).transpose(1, 2);
+  }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  static void expect_close(const torch::Tensor& got, const torch::Tensor& want) {
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-3))
+        << "max difference " << (got - want).abs().max().item<double>();
+  }
+  yolo::ExportDescription description() const {
+    yolo::ExportDescription d;
+    d.model = GetParam();
+    d.names = kNames;
+    d.height = 64;
+    d.width = 96;
+    return d;
+  }
+
+  yolo::DetectionModel model_{nullptr};
+  fs::path dir_;
+};
+
+TEST_P(AnchorFreeExportTest, TorchScriptMatchesTheModelAtAnyShape) {
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  EXPECT_TRUE(g.head.anchor_free);
+  EXPECT_EQ(g.rows(64, 96), rows(torch::rand({1, 3, 64, 96})).size(1));
+  yolo::TorchScriptOptions o;
+  o.names = kNames;
+  o.config_json = yolo::ultralytics_config_json(description());
+  const std::string path = write("m.torchscript", yolo::torchscript_bytes(g, o));
+  torch::jit::Module m = torch::jit::load(path);
+  torch::NoGradGuard no_grad;
+  for (const auto& shape : {std::vector<int64_t>{1, 3, 64, 64}, {2, 3, 96, 64}}) {
+    const torch::Tensor x = torch::rand(shape);
+    expect_close(m.forward({x}).toTensor(), channels_first(x));
+  }
+  yolo::InferenceModel im(path, {});  // Ultralytics' config.txt: names by string keys
+  EXPECT_EQ(im.names(), kNames);
+  EXPECT_EQ(im.stride(), 32);
+  const torch::Tensor x = torch::rand({1, 3, 32, 128});
+  expect_close(im.predict(x), rows(x));
+}
+
+TEST_P(AnchorFreeExportTest, OnnxRunsInOpenCvDnnAsTheModel) {
+  if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  yolo::OnnxOptions o;
+  o.height = 64;
+  o.width = 96;
+  o.names = kNames;
+  o.metadata = yolo::ultralytics_onnx_metadata(description());
+  const yolo::OnnxInfo info = yolo::read_onnx_info(write("m.onnx", yolo::onnx_model_bytes(g, o)));
+  EXPECT_EQ(info.metadata.at("task"), "detect");
+  EXPECT_EQ(info.metadata.at("imgsz"), "[64, 96]");
+  EXPECT_EQ(yolo::parse_python_names(info.metadata.at("names")), kNames);
+  o.dynamic = true;
+  for (int opset = yolo::kMinOnnxOpset; opset <= yolo::kMaxOnnxOpset; ++opset) {
+    o.opset = opset;
+    EXPECT_NO_THROW(yolo::onnx_model_bytes(g, o)) << "opset " << opset;  // checked inside
+  }
+  if (!yolo::onnx_runtime_available()) GTEST_SKIP() << "built without OpenCV's dnn module";
+  o.dynamic = false;
+  o.opset = 12;
+  for (const int64_t batch : {1, 2}) {
+    o.batch = batch;
+    yolo::InferenceModel im(
+        write("b" + std::to_string(batch) + ".onnx", yolo::onnx_model_bytes(g, o)), {});
+    EXPECT_EQ(im.names(), kNames);
+    const torch::Tensor x = torch::rand({3, 3, 64, 96});
+    expect_close(im.predict(x), rows(x));
+  }
+}
+
+// Another task's file (Ultralytics' segment export) is refused by name.
+TEST_P(AnchorFreeExportTest, AnotherTasksFileIsRefused) {
+  if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
+  yolo::OnnxOptions o;
+  o.height = o.width = 64;
+  o.names = kNames;
+  o.metadata = {{"task", "segment"}};
+  const std::string path = write("seg.onnx", yolo::onnx_model_bytes(yolo::lower_model(*model_), o));
+  try {
+    yolo::InferenceModel im(path, {});
+    FAIL() << "a segment model loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'segment' model"), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, AnchorFreeExportTest, ::testing::Values("yolov8n", "yolo11n"));
 
 }  // namespace

@@ -10,7 +10,11 @@
    naming the file and what this trainer runs;
 4. detect on such a file against Ultralytics' predict on the same images (its thresholds: conf
    0.25, IoU 0.7, 300 boxes): at least 98 % of its boxes found with the same class, IoU >= 0.95
-   and confidence within 0.01, and as many boxes.
+   and confidence within 0.01, and as many boxes;
+5. export of that file in Ultralytics' layout: the TorchScript module gives Ultralytics' raw
+   (1, 4 + nc, N) output within 1e-4; Ultralytics' YOLO() runs both files with the names and
+   stride of their metadata, and its predict on our ONNX finds the boxes our detect finds on it
+   (the same matching as 4).
 Usage: test_ultralytics_models.py BIN_DIR OUT_DIR"""
 import glob
 import os
@@ -246,24 +250,80 @@ def iou(a, b):
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter + 1e-12)
 
 
-total = matched = ours_n = 0
-for r in theirs_all:
-    stem = os.path.splitext(os.path.basename(r.path))[0]
-    txt = os.path.join(det_out, "exp", "labels", stem + ".txt")
-    ours = [list(map(float, line.split())) for line in open(txt)] if os.path.exists(txt) else []
-    ours_n += len(ours)
-    used = set()
-    for c, box, conf in zip(r.boxes.cls.tolist(), r.boxes.xywhn.tolist(), r.boxes.conf.tolist()):
-        total += 1
-        for j, o in enumerate(ours):
-            if j not in used and int(o[0]) == int(c) and abs(o[5] - conf) <= 0.01 and \
-                    iou(xyxy(*o[1:5]), xyxy(*box)) >= 0.95:
-                used.add(j)
-                matched += 1
-                break
-if total < 20:
-    fail(f"Ultralytics' predict found only {total} boxes; the comparison needs more")
-if matched < 0.98 * total or abs(ours_n - total) > 0.02 * total:
-    fail(f"detect matched {matched} of Ultralytics' {total} boxes (ours: {ours_n})")
-print(f"ok detect finds Ultralytics' predict boxes: {matched} of {total} matched (ours {ours_n})")
+def match(theirs_all, labels, what):
+    """Each of Ultralytics' boxes found among ours (labels/*.txt of our detect)."""
+    total = matched = ours_n = 0
+    for r in theirs_all:
+        stem = os.path.splitext(os.path.basename(r.path))[0]
+        txt = os.path.join(labels, stem + ".txt")
+        ours = [list(map(float, line.split())) for line in open(txt)] if os.path.exists(txt) else []
+        ours_n += len(ours)
+        used = set()
+        for c, box, conf in zip(r.boxes.cls.tolist(), r.boxes.xywhn.tolist(),
+                                r.boxes.conf.tolist()):
+            total += 1
+            for j, o in enumerate(ours):
+                if j not in used and int(o[0]) == int(c) and abs(o[5] - conf) <= 0.01 and \
+                        iou(xyxy(*o[1:5]), xyxy(*box)) >= 0.95:
+                    used.add(j)
+                    matched += 1
+                    break
+    if total < 20:
+        fail(f"{what}: Ultralytics' predict found only {total} boxes; the comparison needs more")
+    if matched < 0.98 * total or abs(ours_n - total) > 0.02 * total:
+        fail(f"{what}: detect matched {matched} of Ultralytics' {total} boxes (ours: {ours_n})")
+    print(f"ok {what}: {matched} of Ultralytics' {total} boxes matched (ours {ours_n})")
+
+
+match(theirs_all, os.path.join(det_out, "exp", "labels"), "detect finds Ultralytics' predict boxes")
+
+# 5. Our exports, read by Ultralytics. First their raw output: yolo11n's file of 3 exported at
+# 320x256, run by torch.jit.load and onnxruntime, against Ultralytics' model from the same file.
+import onnxruntime  # noqa: E402
+
+
+def export(pt, *args):
+    p = subprocess.run([os.path.join(BIN, "export"), "--weights", pt, "--include", "torchscript",
+                        "onnx", "--device", "cpu", *args], capture_output=True, text=True)
+    if p.returncode:
+        fail(f"export {os.path.basename(pt)} exited {p.returncode}: {p.stderr.strip()[-1000:]}")
+    return pt[:-3] + ".torchscript", pt[:-3] + ".onnx"
+
+
+ul_pt = os.path.join(OUT, "yolo11n.ul.pt")
+ts, onnx_file = export(ul_pt, "--imgsz", "320", "256")
+x = torch.rand(1, 3, 320, 256, generator=torch.Generator().manual_seed(3))
+with torch.no_grad():
+    theirs = YOLO(ul_pt).model.float().eval()(x)[0]
+    ours_ts = torch.jit.load(ts)(x)
+sess = onnxruntime.InferenceSession(onnx_file, providers=["CPUExecutionProvider"])
+ours_onnx = torch.from_numpy(sess.run(None, {"images": x.numpy()})[0])
+for what, ours in (("TorchScript", ours_ts), ("ONNX (onnxruntime)", ours_onnx)):
+    err = close(f"our {what} export", ours, theirs, 1e-4)
+    print(f"ok our {what} file gives Ultralytics' (1, 4 + nc, N) output (max relative {err:.2g})")
+
+# Then Ultralytics' YOLO() on the detecting model's files: their metadata, and predict on our
+# ONNX (letterboxed to its fixed 320x320, as our detect does) against our detect on it.
+ts, onnx_file = export(det_pt, "--imgsz", "320")
+for f in (ts, onnx_file):
+    ul = YOLO(f, task="detect")
+    r = ul.predict(sorted(glob.glob(os.path.join(img_dir, "*.jpg")))[0], imgsz=320, device="cpu",
+                   verbose=False)[0]
+    if r.names != m.names or int(ul.predictor.model.stride) != 32:
+        fail(f"Ultralytics' YOLO({os.path.basename(f)}): names {r.names}, "
+             f"stride {ul.predictor.model.stride}")
+print("ok Ultralytics' YOLO() reads both files' names and stride")
+det_out = os.path.join(OUT, "detect-onnx")
+shutil.rmtree(det_out, ignore_errors=True)
+p = subprocess.run([os.path.join(BIN, "detect"), "--weights", onnx_file, "--source", img_dir,
+                    "--imgsz", "320", "--conf-thres", "0.25", "--iou-thres", "0.7",
+                    "--max-det", "300", "--save-txt", "--save-conf", "--nosave", "--device", "cpu",
+                    "--project", det_out, "--name", "exp", "--exist-ok"],
+                   capture_output=True, text=True)
+if p.returncode:
+    fail(f"detect on our ONNX exited {p.returncode}: {p.stderr.strip()[-1000:]}")
+ul = YOLO(onnx_file, task="detect")
+match([ul.predict(f, imgsz=320, conf=0.25, iou=0.7, max_det=300, device="cpu", verbose=False)[0]
+       for f in sorted(glob.glob(os.path.join(img_dir, "*.jpg")))],
+      os.path.join(det_out, "exp", "labels"), "Ultralytics' predict on our ONNX finds our boxes")
 print("PASS")

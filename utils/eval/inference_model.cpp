@@ -109,6 +109,20 @@ bool onnx_runtime_available() {
 #endif
 }
 
+torch::Tensor rows_from_channels_first(const torch::Tensor& y) {
+  const torch::Tensor t = y.transpose(1, 2);
+  return torch::cat(
+      {t.slice(2, 0, 4), torch::ones({t.size(0), t.size(1), 1}, t.options()), t.slice(2, 4)}, 2);
+}
+
+void InferenceModel::check_task(const std::string& weights, const std::string& task) {
+  if (task != "detect") {
+    throw std::runtime_error(weights + ": an Ultralytics '" + one_line(task) +
+                             "' model; val and detect run detection models (task 'detect')");
+  }
+  channels_first_ = true;
+}
+
 InferenceModel::~InferenceModel() = default;
 InferenceModel::InferenceModel(InferenceModel&&) noexcept = default;
 
@@ -214,6 +228,7 @@ void InferenceModel::load_torchscript(const std::string& weights) {
     } else {
       throw std::runtime_error("key 'names' is not a list or a mapping of class names");
     }
+    if (c["task"]) check_task(weights, c["task"].as<std::string>());
     const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
     if (!dynamic && c["shape"] && c["shape"].IsSequence() && c["shape"].size() == 4) {
       fixed_h_ = c["shape"][2].as<int64_t>();
@@ -239,6 +254,9 @@ void InferenceModel::load_onnx(const std::string& weights) {
     throw std::runtime_error(weights +
                              ": no 'stride' and 'names' metadata; export the file with "
                              "export or YOLOv5's export.py");
+  }
+  if (const auto task = info.metadata.find("task"); task != info.metadata.end()) {
+    check_task(weights, task->second);
   }
   const auto s = parse_integer(stride->second);
   if (!s) {
@@ -283,7 +301,14 @@ void InferenceModel::load_onnx(const std::string& weights) {
 }
 
 // An exported file's rows must hold 5 + the classes its metadata names.
-torch::Tensor InferenceModel::checked(const torch::Tensor& pred) const {
+torch::Tensor InferenceModel::checked(const torch::Tensor& out) const {
+  if (channels_first_ && (out.dim() != 3 || out.size(1) != nc() + 4)) {
+    throw std::runtime_error(std::string(format_name(format_)) + " output of shape " +
+                             c10::str(out.sizes()) + " does not hold 4 + " + std::to_string(nc()) +
+                             " channels (Ultralytics' layout) for the " + std::to_string(nc()) +
+                             " class names in the file");
+  }
+  const torch::Tensor pred = channels_first_ ? rows_from_channels_first(out) : out;
   if (pred.dim() != 3 || pred.size(2) != nc() + 5) {
     throw std::runtime_error(std::string(format_name(format_)) + " output of shape " +
                              c10::str(pred.sizes()) + " does not hold 5 + " + std::to_string(nc()) +

@@ -2,7 +2,9 @@
 // Any weights val and detect take, behind one call: PyTorch checkpoints (ours and YOLOv5's .pt),
 // TorchScript files (.torchscript, with YOLOv5's config.txt) and ONNX files (.onnx, run by
 // OpenCV's dnn module when the build has it). Each gives the decoded (B, N, 5 + nc) predictions
-// of float images in 0..1, and its class names and stride from the file.
+// of float images in 0..1, and its class names and stride from the file. Files with Ultralytics'
+// metadata (a `task` key: ours of anchor-free models, and Ultralytics' own detection exports)
+// hold (B, 4 + nc, N), read as rows with an objectness of 1.
 #include <torch/types.h>
 
 #include <memory>
@@ -20,6 +22,9 @@ WeightsFormat weights_format(const std::string& path);
 const char* format_name(WeightsFormat f);
 // Whether this build runs ONNX files (OpenCV's dnn module was found).
 bool onnx_runtime_available();
+
+// Ultralytics' (B, 4 + nc, N) as (B, N, 5 + nc): xywh, an objectness of 1, the class scores.
+torch::Tensor rows_from_channels_first(const torch::Tensor& y);
 
 struct InferenceOptions {
   std::string cfg, data;  // .pt only: override what the checkpoint says
@@ -59,6 +64,8 @@ class InferenceModel {
   void load_pytorch(const std::string& weights, const InferenceOptions& o);
   void load_torchscript(const std::string& weights);
   void load_onnx(const std::string& weights);
+  // Ultralytics' metadata names a task: detection's is read channels first, others refused.
+  void check_task(const std::string& weights, const std::string& task);
   torch::Tensor checked(const torch::Tensor& pred) const;
   WeightsFormat format_;
   torch::Device device_;
@@ -68,6 +75,7 @@ class InferenceModel {
   DetectionModel model_{nullptr};
   std::string data_;
   bool single_cls_ = false;
+  bool channels_first_ = false;  // Ultralytics' (B, 4 + nc, N)
   bool half_ = false;
   bool augment_ = false;
   std::unique_ptr<Script> script_;

@@ -28,7 +28,7 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                   0.65,
                                   0.1,
                                   true,
-                                  "",
+                                  ExportLayout::kYolov5,
                                   &anchor_based_loss};
   static const ModelFamily anchor_free{"YOLOv8/YOLO11 (anchor-free)",
                                        {"box_loss", "cls_loss", "dfl_loss"},
@@ -38,8 +38,7 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                        0.7,
                                        0.0,
                                        false,
-                                       "export does not write anchor-free models (YOLOv8, YOLO11) "
-                                       "yet; val and detect run their .pt files",
+                                       ExportLayout::kUltralytics,
                                        &anchor_free_loss};
   return spec.anchor_free ? anchor_free : yolov5;
 }

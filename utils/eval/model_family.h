@@ -22,6 +22,11 @@ struct LossConfig {
   AnchorFreeGains anchor_free;
 };
 
+// What export writes for a family: YOLOv5's (B, N, 5 + nc) rows with YOLOv5's metadata (stride,
+// names), or Ultralytics' (B, 4 + nc, N) with Ultralytics' (task, imgsz, batch, args, ...), which
+// Ultralytics' YOLO() reads. val and detect read both (utils/eval/inference_model.h).
+enum class ExportLayout { kYolov5, kUltralytics };
+
 struct ModelFamily {
   std::string name;               // as logs print it
   LossNames loss_names;           // the loss items, in order (results.csv's columns)
@@ -31,7 +36,7 @@ struct ModelFamily {
   double val_iou_coco = 0.65;     // of training's final validation on COCO data (train.py's)
   double fitness_map50 = 0.1;     // mAP50's weight in the fitness picking best.pt (metrics.h)
   bool fits_anchors = true;       // AutoAnchor and the anchor hyperparameters apply
-  std::string not_exportable;     // why export refuses these models ("" when it can)
+  ExportLayout export_layout = ExportLayout::kYolov5;
   std::unique_ptr<DetectionLoss> (*make_loss)(const DetectionModelImpl& model,
                                               const LossConfig& config) = nullptr;
 };

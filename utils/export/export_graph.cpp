@@ -4,7 +4,9 @@
 
 #include <stdexcept>
 
+#include "models/anchor_free_detect.h"
 #include "models/common.h"
+#include "models/csp_attention.h"
 #include "models/yolo.h"
 
 namespace yolo {
@@ -37,6 +39,10 @@ class Lowering {
       const std::shared_ptr<torch::nn::Module> m = model_.model->ptr(i);
       if (auto d = std::dynamic_pointer_cast<DetectImpl>(m)) {
         head(*d, in);
+        return std::move(g_);
+      }
+      if (auto d = std::dynamic_pointer_cast<AnchorFreeDetectImpl>(m)) {
+        anchor_free_head(*d, in, prefix);
         return std::move(g_);
       }
       value_of_layer[i] =
@@ -121,6 +127,45 @@ class Lowering {
     return add(op);
   }
 
+  // Channels [begin, end) of x, and further ranges side by side.
+  int slice(int x, std::vector<int64_t> ranges) {
+    ExportOp op;
+    op.kind = ExportOp::Kind::kSlice;
+    op.inputs = {x};
+    op.ranges = std::move(ranges);
+    return add(op);
+  }
+
+  // Ultralytics' Attention: qkv's channels are per head (key_dim q, key_dim k, head_dim v); v's
+  // channels, gathered, are both the attention's values and pe's input.
+  int attention(AttentionImpl& a, int x, const std::string& prefix) {
+    const int qkv = conv(*a.qkv, x, prefix + ".qkv");
+    const int64_t nh = a.num_heads(), kd = a.key_dim(), hd = a.head_dim(), per = 2 * kd + hd;
+    std::vector<int64_t> v_ranges;
+    for (int64_t h = 0; h < nh; ++h)
+      v_ranges.insert(v_ranges.end(), {h * per + 2 * kd, (h + 1) * per});
+    const int v = slice(qkv, v_ranges);
+    ExportOp op;
+    op.kind = ExportOp::Kind::kAttention;
+    op.inputs = {qkv, v};
+    op.heads = nh, op.key_dim = kd, op.head_dim = hd;
+    op.attn_scale = a.scale();
+    const int mixed = add(op);
+    const int y = add_values(mixed, conv(*a.pe, v, prefix + ".pe"));
+    return conv(*a.proj, y, prefix + ".proj");
+  }
+
+  // C2f and C3k2: cv1's halves, each block on the newest value, cv2 over all of them.
+  int c2f(C2fImpl& c, int x, const std::string& prefix) {
+    const int y = conv(*c.cv1, x, prefix + ".cv1");
+    const int64_t h = c.hidden();
+    std::vector<int> parts = {slice(y, {0, h}), slice(y, {h, 2 * h})};
+    for (size_t k = 0; k < c.m->size(); ++k) {
+      parts.push_back(module(c.m->ptr(k), parts.back(), prefix + ".m." + std::to_string(k)));
+    }
+    return conv(*c.cv2, concat(parts), prefix + ".cv2");
+  }
+
   int activation(ExportAct act, int x) {
     ExportOp op;
     op.kind = ExportOp::Kind::kAct;
@@ -192,6 +237,34 @@ class Lowering {
       return y;
     }
     if (std::dynamic_pointer_cast<torch::nn::IdentityImpl>(m)) return x;
+    if (auto c = std::dynamic_pointer_cast<ChainImpl>(m)) {
+      int y = x;
+      size_t k = 0;
+      for (const auto& child : c->children())
+        y = module(child, y, prefix + "." + std::to_string(k++));
+      return y;
+    }
+    if (auto c = std::dynamic_pointer_cast<C2fImpl>(m)) return c2f(*c, x, prefix);
+    if (auto c = std::dynamic_pointer_cast<C2PSAImpl>(m)) {
+      const int y = conv(*c->cv1, x, prefix + ".cv1");
+      const int64_t h = c->hidden();
+      const int b = module(c->m.ptr(), slice(y, {h, 2 * h}), prefix + ".m");
+      return conv(*c->cv2, concat({slice(y, {0, h}), b}), prefix + ".cv2");
+    }
+    if (auto p = std::dynamic_pointer_cast<PSABlockImpl>(m)) {
+      const int a = attention(*p->attn, x, prefix + ".attn");
+      const int y = p->shortcut() ? add_values(x, a) : a;
+      const int f = module(p->ffn.ptr(), y, prefix + ".ffn");
+      return p->shortcut() ? add_values(y, f) : f;
+    }
+    if (auto a = std::dynamic_pointer_cast<AttentionImpl>(m)) return attention(*a, x, prefix);
+    if (auto c = std::dynamic_pointer_cast<torch::nn::Conv2dImpl>(m)) {  // the head's last 1x1s
+      const auto& k = *c->options.kernel_size();
+      if (!c->bias.defined() || k[0] != 1 || k[1] != 1) {
+        throw std::runtime_error(prefix + ": only a 1x1 Conv2d with a bias exports");
+      }
+      return conv2d(*c, c->weight, c->bias, x, prefix, 0, 0);
+    }
     if (auto sppf = std::dynamic_pointer_cast<SPPFImpl>(m)) {
       const int a = conv(*sppf->cv1, x, prefix + ".cv1");
       std::vector<int> cat = {a};
@@ -269,6 +342,24 @@ class Lowering {
       h.stride.push_back(stride[i].item<double>());
     }
     h.anchors = array(host_float(d.anchors) * stride.view({-1, 1, 1}));
+  }
+
+  void anchor_free_head(AnchorFreeDetectImpl& d, const std::vector<int>& in,
+                        const std::string& prefix) {
+    ExportHead& h = g_.head;
+    h.anchor_free = true;
+    h.inputs = in;
+    h.nc = d.nc;
+    h.na = 1;
+    h.reg_max = d.reg_max;
+    if (d.dfl) h.dfl_bins = array(d.dfl->conv->weight.view({-1}));
+    const torch::Tensor stride = host_float(d.stride);
+    for (int i = 0; i < d.nl; ++i) {
+      const std::string level = "." + std::to_string(i);
+      h.box.push_back(module(d.cv2[i], in.at(i), prefix + ".cv2" + level));
+      h.cls.push_back(module(d.cv3[i], in.at(i), prefix + ".cv3" + level));
+      h.stride.push_back(stride[i].item<double>());
+    }
   }
 
   DetectionModelImpl& model_;

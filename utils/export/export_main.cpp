@@ -22,6 +22,7 @@
 #include "utils/eval/model_family.h"
 #include "utils/eval/model_loader.h"
 #include "utils/export/export_graph.h"
+#include "utils/export/export_metadata.h"
 #include "utils/export/onnx_export.h"
 #include "utils/export/torchscript_export.h"
 
@@ -164,9 +165,7 @@ ExportResult run_export(const ExportArgs& a) {
   }
   const Stopwatch total;
   LoadedModel lm = load_model_for_inference(a.weights, a.cfg, a.data);
-  if (const std::string& why = model_family(*lm.model).not_exportable; !why.empty()) {
-    throw std::runtime_error(a.weights + ": " + why);
-  }
+  const bool ultralytics = model_family(*lm.model).export_layout == ExportLayout::kUltralytics;
   lm.model->eval();
   lm.model->fuse();
   lm.model->to(dev.device, a.half ? torch::kHalf : torch::kFloat);
@@ -181,7 +180,9 @@ ExportResult run_export(const ExportArgs& a) {
   const torch::Tensor im = torch::zeros(
       {1, 3, h, w},
       torch::TensorOptions().device(dev.device).dtype(a.half ? torch::kHalf : torch::kFloat));
-  const torch::Tensor y = lm.model->forward(im).pred;
+  // The files' layout: YOLOv5's rows, or Ultralytics' (B, 4 + nc, N) without the objectness of 1.
+  torch::Tensor y = lm.model->forward(im).pred;
+  if (ultralytics) y = torch::cat({y.slice(2, 0, 4), y.slice(2, 5)}, 2).transpose(1, 2);
   ExportResult result;
   result.output_shape = y.sizes().vec();
   result.output_shape[0] = a.batch_size;
@@ -189,8 +190,17 @@ ExportResult run_export(const ExportArgs& a) {
   log_info("PyTorch: starting from " + one_line(a.weights) + " with output shape " +
            shape_text(result.output_shape) + " (" + megabytes(fs::file_size(weights)) + ")");
 
-  check_onnx_size(a, formats, *lm.model, y.size(1));
+  check_onnx_size(a, formats, *lm.model, y.size(ultralytics ? 2 : 1));
   const ExportGraph graph = lower_model(*lm.model);
+  ExportDescription desc;
+  desc.model = weights.stem().string();
+  desc.names = lm.names;
+  desc.stride = gs;
+  desc.batch = a.batch_size;
+  desc.height = h;
+  desc.width = w;
+  desc.half = a.half;
+  desc.dynamic = a.dynamic;
   for (const std::string& f : formats) {
     const Stopwatch t;
     std::string bytes, path, what;
@@ -201,6 +211,7 @@ ExportResult run_export(const ExportArgs& a) {
       o.names = lm.names;
       o.device = dev.device;
       o.half = a.half;
+      if (ultralytics) o.config_json = ultralytics_config_json(desc);
       bytes = torchscript_bytes(graph, o);
       const double diff = torchscript_difference(bytes, im, y, dev.device);
       const double scale = std::max(1.0, y.abs().max().item<double>());
@@ -220,6 +231,7 @@ ExportResult run_export(const ExportArgs& a) {
       o.width = w;
       o.stride = gs;
       o.names = lm.names;
+      if (ultralytics) o.metadata = ultralytics_onnx_metadata(desc);
       bytes = onnx_model_bytes(graph, o);
       path = (weights.parent_path() / (weights.stem().string() + ".onnx")).string();
       what = "ONNX (opset " + std::to_string(a.opset) + (a.dynamic ? ", dynamic" : "") + ")";
@@ -242,7 +254,12 @@ ExportResult run_export(const ExportArgs& a) {
           " --source IMAGES";
   next += "\nValidate:        " + sibling_program("val") + " --weights " + example + size +
           " --data " + (data.empty() ? std::string("DATA.yaml") : one_line(data));
-  next += "\nYOLOv5 (Python): python detect.py --weights " + example + size;
+  if (ultralytics) {
+    next += "\nUltralytics:     yolo predict model=" + example + " imgsz=" +
+            (h == w ? std::to_string(h) : "[" + std::to_string(h) + "," + std::to_string(w) + "]");
+  } else {
+    next += "\nYOLOv5 (Python): python detect.py --weights " + example + size;
+  }
   log_info(next);
   return result;
 }

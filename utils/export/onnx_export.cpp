@@ -317,6 +317,82 @@ std::string dynamic_grid(GraphWriter& w, const std::string& map) {
   return w.op("Sub", {grid, w.scalar(0.5f)});
 }
 
+// Ultralytics' anchor points of one level as (batch, 2, ny * nx): each cell's centre (x + 0.5,
+// y + 0.5). Fixed: a constant for every image of the batch, entering as 0 * like + constant (a
+// computed tensor: OpenCV 4.6 broadcasts a batch-1 constant wrongly beyond batch 1). Dynamic:
+// (1, 2, ny * nx) computed from the map's own shape.
+std::string anchor_points(GraphWriter& w, const std::string& map, const std::string& like,
+                          int64_t ny, int64_t nx, const OnnxOptions& o) {
+  if (o.dynamic) {
+    const std::string grid = w.op("Add", {dynamic_grid(w, map), w.scalar(1.0f)});  // (1,1,N,2)
+    std::string t;
+    GraphWriter::ints(w.node("Transpose", {w.op("Reshape", {grid, w.int64s({1, -1, 2})})}, &t),
+                      "perm", {0, 2, 1});
+    return t;
+  }
+  ExportArray a{{o.batch, 2, ny * nx}, {}};
+  a.values.resize(static_cast<size_t>(o.batch * 2 * ny * nx));
+  const auto n = static_cast<size_t>(ny * nx);
+  for (int64_t b = 0; b < o.batch; ++b) {
+    float* p = a.values.data() + static_cast<size_t>(b) * 2 * n;
+    for (int64_t y = 0; y < ny; ++y) {
+      for (int64_t x = 0; x < nx; ++x) {
+        p[y * nx + x] = static_cast<float>(x) + 0.5f;
+        p[n + y * nx + x] = static_cast<float>(y) + 0.5f;
+      }
+    }
+  }
+  return w.op("Add", {w.op("Mul", {like, w.scalar(0.0f)}), w.constant(a)});
+}
+
+// One level of Ultralytics' anchor-free Detect, channels first: the distance bins' softmax
+// expectation (DFL; the softmax over the last axis, which every opset's Softmax takes alike),
+// boxes around the anchor points times the stride, sigmoid class scores; (bs, 4 + nc, ny * nx).
+std::string anchor_free_level(GraphWriter& w, const ExportHead& h, int i, const std::string& box,
+                              const std::string& cls, const OnnxOptions& o) {
+  const auto st = static_cast<int64_t>(h.stride[i]);
+  std::string d;
+  if (h.reg_max > 1) {
+    std::string t;
+    GraphWriter::ints(
+        w.node("Transpose", {w.op("Reshape", {box, w.int64s({0, 4, h.reg_max, -1})})}, &t), "perm",
+        {0, 1, 3, 2});  // (bs, 4, N, reg_max)
+    std::string sm;
+    GraphWriter::integer(w.node("Softmax", {t}, &sm), "axis", 3);
+    const ExportArray bins{{h.reg_max, 1}, h.dfl_bins.values};
+    d = w.op("Reshape", {w.op("MatMul", {sm, w.constant(bins)}), w.int64s({0, 4, -1})});
+  } else {
+    d = w.op("Reshape", {box, w.int64s({0, 4, -1})});
+  }
+  const std::string lt = w.slice(d, 0, 2, 1);
+  const std::string a = anchor_points(w, box, lt, o.height / st, o.width / st, o);
+  const std::string x1y1 = w.op("Sub", {a, lt});
+  const std::string x2y2 = w.op("Add", {a, w.slice(d, 2, 4, 1)});
+  const std::string xy = w.op("Mul", {w.op("Add", {x1y1, x2y2}), w.scalar(0.5f)});
+  const std::string wh = w.op("Sub", {x2y2, x1y1});
+  const std::string xywh =
+      w.op("Mul", {w.concat({xy, wh}, 1), w.scalar(static_cast<float>(h.stride[i]))});
+  const std::string scores = w.op("Sigmoid", {w.op("Reshape", {cls, w.int64s({0, h.nc, -1})})});
+  return w.concat({xywh, scores}, 1);
+}
+
+// Ultralytics' Attention on its qkv map: per head softmax(q^T k * scale) applied to v, reshaped
+// to v's map (the kSlice input `v` gives the shape, fixed or not).
+std::string attention(GraphWriter& w, const ExportOp& op, const std::string& qkv,
+                      const std::string& v) {
+  const int64_t kd = op.key_dim, hd = op.head_dim;
+  const std::string p = w.op("Reshape", {qkv, w.int64s({0, op.heads, 2 * kd + hd, -1})});
+  const std::string q =
+      w.op("Mul", {w.slice(p, 0, kd, 2), w.scalar(static_cast<float>(op.attn_scale))});
+  std::string qt, attn, at;
+  GraphWriter::ints(w.node("Transpose", {q}, &qt), "perm", {0, 1, 3, 2});
+  GraphWriter::integer(w.node("Softmax", {w.op("MatMul", {qt, w.slice(p, kd, 2 * kd, 2)})}, &attn),
+                       "axis", 3);
+  GraphWriter::ints(w.node("Transpose", {attn}, &at), "perm", {0, 1, 3, 2});
+  const std::string y = w.op("MatMul", {w.slice(p, 2 * kd, 2 * kd + hd, 2), at});
+  return w.op("Reshape", {y, w.op("Shape", {v})});
+}
+
 // The fixed-size grid and anchors of one level as (batch, na, ny, nx, 2) constants: OpenCV's dnn
 // module broadcasts a constant only over some shapes (YOLOv5's batch-1 ones failed beyond batch 1).
 ExportArray full_grid(int64_t batch, int64_t na, int64_t ny, int64_t nx) {
@@ -452,6 +528,17 @@ void write_ops(GraphWriter& w, const ExportGraph& g, std::vector<std::string>& v
         v.push_back(y);
         break;
       }
+      case ExportOp::Kind::kSlice: {
+        std::vector<std::string> parts;
+        for (size_t i = 0; i + 1 < op.ranges.size(); i += 2) {
+          parts.push_back(w.slice(v[op.inputs[0]], op.ranges[i], op.ranges[i + 1], 1));
+        }
+        v.push_back(parts.size() == 1 ? parts[0] : w.concat(parts, 1));
+        break;
+      }
+      case ExportOp::Kind::kAttention:
+        v.push_back(attention(w, op, v[op.inputs[0]], v[op.inputs[1]]));
+        break;
     }
   }
 }
@@ -477,6 +564,11 @@ std::string onnx_model_bytes(const ExportGraph& g, const OnnxOptions& o) {
   meta = model.add_metadata_props();
   meta->set_key("names");
   meta->set_value(python_names_dict(o.names));
+  for (const auto& [key, value] : o.metadata) {
+    meta = model.add_metadata_props();
+    meta->set_key(key);
+    meta->set_value(value);
+  }
 
   onnx::GraphProto* graph = model.mutable_graph();
   graph->set_name("yolo");
@@ -488,19 +580,22 @@ std::string onnx_model_bytes(const ExportGraph& g, const OnnxOptions& o) {
   graph->mutable_input(0)->set_name("images");
   std::vector<std::string> v = {"images"};
   write_ops(w, g, v);
+  const ExportHead& h = g.head;
   std::vector<std::string> levels;
-  for (size_t i = 0; i < g.head.inputs.size(); ++i) {
-    levels.push_back(detect_level(w, g.head, static_cast<int>(i), v[g.head.inputs[i]], o));
+  for (size_t i = 0; i < h.inputs.size(); ++i) {
+    const int l = static_cast<int>(i);
+    levels.push_back(h.anchor_free ? anchor_free_level(w, h, l, v[h.box[i]], v[h.cls[i]], o)
+                                   : detect_level(w, h, l, v[h.inputs[i]], o));
   }
   std::string out;
-  GraphWriter::integer(w.node("Concat", levels, &out), "axis", 1);
+  GraphWriter::integer(w.node("Concat", levels, &out), "axis", h.anchor_free ? 2 : 1);
   // The last node's output is the graph's output0.
   graph->mutable_node(graph->node_size() - 1)->set_output(0, "output0");
   onnx::ValueInfoProto* output = graph->add_output();
   output->set_name("output0");
-  set_shape(output, w.float_type(),
-            {b, o.dynamic ? "anchors" : std::to_string(g.rows(o.height, o.width)),
-             std::to_string(g.head.no())});
+  const std::string rows = o.dynamic ? "anchors" : std::to_string(g.rows(o.height, o.width));
+  const std::string no = std::to_string(h.no());
+  set_shape(output, w.float_type(), {b, h.anchor_free ? no : rows, h.anchor_free ? rows : no});
   try {
     onnx::checker::check_model(model);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),

@@ -1,11 +1,13 @@
 #pragma once
 // ONNX files as YOLOv5 v7.0's export.py writes them: input `images` (B, 3, H, W), output
 // `output0` (B, N, 5 + nc) with the Detect layer's decoding in the graph, metadata `stride` and
-// `names` (Python's dict literal, which YOLOv5's DetectMultiBackend evaluates). Written with the
+// `names` (Python's dict literal, which YOLOv5's DetectMultiBackend evaluates). For Ultralytics'
+// anchor-free models, as its exporter writes them: `output0` (B, 4 + nc, N). Written with the
 // ONNX C++ library and checked by its checker and strict shape inference; a build without it
 // (CMake found no ONNX package) says so when asked for ONNX.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "utils/export/export_graph.h"
@@ -22,6 +24,8 @@ struct OnnxOptions {
   int64_t batch = 1, height = 640, width = 640;
   int stride = 32;  // the metadata's: the largest stride
   std::vector<std::string> names;
+  // Further metadata_props after stride and names (Ultralytics' task, imgsz, args, ...).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 bool onnx_export_available();

@@ -3,6 +3,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "utils/core/format.h"
@@ -45,6 +46,35 @@ def _decode(self, y, na: int, no: int, stride: float, anchor_grid):
     xy = (s[..., 0:2] * 2 + grid) * stride
     wh = (s[..., 2:4] * 2) ** 2 * anchor_grid.to(s.dtype)
     return torch.cat([xy, wh, s[..., 4:]], 4).view([bs, na * ny * nx, no])
+)";
+
+// Ultralytics' Attention on its qkv map; v (qkv's value channels) gives the output's shape.
+constexpr const char* kAttention = R"(
+def _attention(self, qkv, v, nh: int, kd: int, hd: int, scale: float):
+    bs, n = qkv.size(0), qkv.size(2) * qkv.size(3)
+    p = qkv.reshape([bs, nh, 2 * kd + hd, n])
+    q, k, val = p[:, :, 0:kd], p[:, :, kd:2 * kd], p[:, :, 2 * kd:]
+    a = torch.matmul((q * scale).transpose(-2, -1), k).softmax(-1)
+    return torch.matmul(val, a.transpose(-2, -1)).reshape(v.size())
+)";
+
+// Ultralytics' anchor-free decoding of one level, channels first: the distance bins' softmax
+// expectation (DFL), boxes around each cell's centre, sigmoid class scores; (bs, 4 + nc, ny*nx).
+constexpr const char* kDecodeAnchorFree = R"(
+def _decode_af(self, box, cls, reg_max: int, stride: float, bins):
+    bs, ny, nx = box.size(0), box.size(2), box.size(3)
+    if reg_max > 1:
+        d = box.reshape([bs, 4, reg_max, ny * nx]).softmax(2)
+        d = torch.matmul(bins.to(d.dtype).view([1, 1, 1, reg_max]), d).view([bs, 4, ny * nx])
+    else:
+        d = box.reshape([bs, 4, ny * nx])
+    gy = torch.arange(ny, dtype=d.dtype, device=d.device).view([ny, 1]).expand([ny, nx])
+    gx = torch.arange(nx, dtype=d.dtype, device=d.device).view([1, nx]).expand([ny, nx])
+    a = torch.stack([gx, gy], 0).view([1, 2, ny * nx]) + 0.5
+    x1y1 = a - d[:, 0:2]
+    x2y2 = a + d[:, 2:4]
+    xywh = torch.cat([(x1y1 + x2y2) / 2, x2y2 - x1y1], 1) * stride
+    return torch.cat([xywh, cls.reshape([bs, cls.size(1), ny * nx]).sigmoid()], 1)
 )";
 
 // The activation as a TorchScript expression of `x` (LibTorch's builtins: no Python modules).
@@ -127,17 +157,43 @@ std::string torchscript_source(const ExportGraph& g) {
         src << "torch.upsample_nearest2d(" << v(op.inputs[0]) << ", None, [" << number(op.scale)
             << ", " << number(op.scale) << "])\n";
         break;
+      case ExportOp::Kind::kSlice: {
+        src << "torch.cat([";
+        for (size_t i = 0; i + 1 < op.ranges.size(); i += 2) {
+          src << (i ? ", " : "") << v(op.inputs[0]) << "[:, " << op.ranges[i] << ":"
+              << op.ranges[i + 1] << "]";
+        }
+        src << "], 1)\n";
+        break;
+      }
+      case ExportOp::Kind::kAttention:
+        src << "self._attention(" << v(op.inputs[0]) << ", " << v(op.inputs[1]) << ", " << op.heads
+            << ", " << op.key_dim << ", " << op.head_dim << ", " << number(op.attn_scale) << ")\n";
+        break;
     }
   }
   const ExportHead& h = g.head;
-  src << "    levels = [";
-  for (size_t i = 0; i < h.inputs.size(); ++i) {
-    const std::string conv = "detect_m_" + std::to_string(i);
-    src << (i ? ",\n              " : "") << "self._decode(torch.conv2d(" << v(h.inputs[i])
-        << ", self." << conv << "_weight, self." << conv << "_bias), " << h.na << ", " << h.no()
-        << ", " << number(h.stride[i]) << ", self.anchor_grid_" << i << ")";
+  if (h.anchor_free) {
+    src << "    levels = [";
+    for (size_t i = 0; i < h.box.size(); ++i) {
+      src << (i ? ",\n              " : "") << "self._decode_af(" << v(h.box[i]) << ", "
+          << v(h.cls[i]) << ", " << h.reg_max << ", " << number(h.stride[i]) << ", self.dfl_bins)";
+    }
+    src << "]\n    return torch.cat(levels, 2)\n" << kDecodeAnchorFree;
+  } else {
+    src << "    levels = [";
+    for (size_t i = 0; i < h.inputs.size(); ++i) {
+      const std::string conv = "detect_m_" + std::to_string(i);
+      src << (i ? ",\n              " : "") << "self._decode(torch.conv2d(" << v(h.inputs[i])
+          << ", self." << conv << "_weight, self." << conv << "_bias), " << h.na << ", " << h.no()
+          << ", " << number(h.stride[i]) << ", self.anchor_grid_" << i << ")";
+    }
+    src << "]\n    return torch.cat(levels, 1)\n" << kDecode;
   }
-  src << "]\n    return torch.cat(levels, 1)\n" << kDecode;
+  const bool attention = std::any_of(g.ops.begin(), g.ops.end(), [](const ExportOp& op) {
+    return op.kind == ExportOp::Kind::kAttention;
+  });
+  if (attention) src << kAttention;
   return src.str();
 }
 
@@ -167,7 +223,11 @@ std::string torchscript_bytes(const ExportGraph& g, const TorchScriptOptions& o)
     param(op.name + ".bias", op.bias);
   }
   const ExportHead& h = g.head;
-  for (size_t i = 0; i < h.inputs.size(); ++i) {
+  if (h.anchor_free) {
+    m.register_buffer("dfl_bins",
+                      h.dfl_bins.values.empty() ? tensor({{1}, {0.0f}}) : tensor(h.dfl_bins));
+  }
+  for (size_t i = 0; !h.anchor_free && i < h.inputs.size(); ++i) {
     param("detect.m." + std::to_string(i) + ".weight", h.weight[i]);
     param("detect.m." + std::to_string(i) + ".bias", h.bias[i]);
     m.register_buffer("anchor_grid_" + std::to_string(i),
@@ -176,7 +236,7 @@ std::string torchscript_bytes(const ExportGraph& g, const TorchScriptOptions& o)
   m.define(torchscript_source(g));
   m.eval();
   std::ostringstream os;
-  m.save(os, {{"config.txt", torchscript_config_json(o)}});
+  m.save(os, {{"config.txt", o.config_json.empty() ? torchscript_config_json(o) : o.config_json}});
   return os.str();
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // TorchScript files as YOLOv5 v7.0's export.py writes them: a module whose forward(images) returns
-// the decoded (B, N, 5 + nc) tensor, saved with the extra file `config.txt` = {"shape", "stride",
-// "names"}. The module is scripted from generated source (not traced), so it takes any batch and
-// any image size that is a multiple of the stride, on the CPU or a GPU; config.txt's "dynamic":
-// true says so to the programs here (YOLOv5 ignores the key).
+// the decoded (B, N, 5 + nc) tensor (Ultralytics' (B, 4 + nc, N) for its anchor-free models), saved
+// with the extra file `config.txt` = {"shape", "stride", "names"}. The module is scripted from
+// generated source (not traced), so it takes any batch and any image size that is a multiple of the
+// stride, on the CPU or a GPU; config.txt's "dynamic": true says so to the programs here (YOLOv5
+// ignores the key).
 #include <c10/core/Device.h>
 
 #include <string>
@@ -19,6 +20,8 @@ struct TorchScriptOptions {
   std::vector<std::string> names;
   torch::Device device = torch::kCPU;
   bool half = false;  // float16 parameters; the module then takes float16 images
+  // config.txt's text in place of YOLOv5's (Ultralytics' metadata JSON, for its models).
+  std::string config_json;
 };
 
 // The TorchScript source of the module's methods (what the file's code/ holds, before LibTorch
