@@ -28,7 +28,9 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
           .alias("--img-size")
           .check(yolo::cli::image_sizes),
       Bind("conf-thres", &C::conf_thres, "confidence threshold").check(in_range(0, 1)),
-      Bind("iou-thres", &C::iou_thres, "NMS IoU threshold").check(in_range(0, 1)),
+      Bind("iou-thres", &C::iou_thres,
+           "NMS IoU threshold (default -1: 0.45, or 0.7 for anchor-free YOLOv8/YOLO11 weights)")
+          .check([](const double& v) { return v == -1 ? std::string() : in_range(0, 1)(v); }),
       Bind("max-det", &C::max_det, "maximum detections per image")
           .check(at_least(1, "must be >= 1")),
       Bind("device", &C::device, "cuda device, i.e. 0 or cpu"),

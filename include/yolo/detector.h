@@ -22,7 +22,8 @@ struct DetectorOptions {
   int imgsz = 640;            // inference size, rounded up to a multiple of the model's stride
   int imgsz_width = 0;        // > 0: a rectangle, imgsz high and imgsz_width wide
   float conf_thres = 0.25f;   // keep detections at least this confident
-  float iou_thres = 0.45f;    // NMS IoU threshold
+  float iou_thres = -1;       // NMS IoU threshold; < 0: the model's family's (YOLOv5 0.45, 0.7
+                              // for YOLOv8/YOLO11 as Ultralytics' predict)
   int max_det = 1000;         // at most this many detections per image
   std::vector<int> classes;   // keep only these class ids (empty: all)
   bool agnostic_nms = false;  // NMS across classes

@@ -14,7 +14,10 @@
 5. export of that file in Ultralytics' layout: the TorchScript module gives Ultralytics' raw
    (1, 4 + nc, N) output within 1e-4; Ultralytics' YOLO() runs both files with the names and
    stride of their metadata, and its predict on our ONNX finds the boxes our detect finds on it
-   (the same matching as 4).
+   (the same matching as 4);
+6. scripts/to_ultralytics.py turns our checkpoint (one epoch fine-tuned from an Ultralytics .pt
+   on a small generated set) into a file Ultralytics' YOLO() loads, whose model gives our outputs
+   and names.
 Usage: test_ultralytics_models.py BIN_DIR OUT_DIR"""
 import glob
 import os
@@ -326,4 +329,63 @@ ul = YOLO(onnx_file, task="detect")
 match([ul.predict(f, imgsz=320, conf=0.25, iou=0.7, max_det=300, device="cpu", verbose=False)[0]
        for f in sorted(glob.glob(os.path.join(img_dir, "*.jpg")))],
       os.path.join(det_out, "exp", "labels"), "Ultralytics' predict on our ONNX finds our boxes")
+
+# 6. Our checkpoint into Ultralytics. Training data: eight PNG images with 3 classes of labels
+# (the detections of a 3-class yolo11n whose distance bins favour boxes of a few cells).
+from ultralytics.utils.nms import non_max_suppression  # noqa: E402
+
+set_dir = os.path.join(OUT, "smallset")
+shutil.rmtree(set_dir, ignore_errors=True)
+for sub in ("images", "labels"):
+    os.makedirs(os.path.join(set_dir, sub))
+torch.manual_seed(0)
+vm = DetectionModel("yolo11n.yaml", ch=3, nc=3, verbose=False).eval()
+with torch.no_grad():
+    for seq in vm.model[-1].cv2:
+        seq[-1].bias.copy_((-0.5 * torch.arange(16.0)).repeat(4))
+    for seq in vm.model[-1].cv3:
+        seq[-1].bias.add_(5.5)
+for k in range(8):
+    im = rng.integers(0, 255, (256, 320, 3), dtype=np.uint8)
+    cv2.imwrite(os.path.join(set_dir, "images", f"v{k}.png"), im)
+    t = torch.from_numpy(im[:, :, ::-1].copy()).permute(2, 0, 1)[None].float() / 255
+    with torch.no_grad():
+        det = non_max_suppression(vm(t)[0], 0.3, 0.5, max_det=10)[0]
+    with open(os.path.join(set_dir, "labels", f"v{k}.txt"), "w") as out:
+        for x1, y1, x2, y2, _, c in det.clamp(min=0).tolist():
+            x2, y2 = min(x2, 320), min(y2, 256)
+            out.write(f"{int(c)} {(x1 + x2) / 640:.6f} {(y1 + y2) / 512:.6f} "
+                      f"{(x2 - x1) / 320:.6f} {(y2 - y1) / 256:.6f}\n")
+set_yaml = os.path.join(set_dir, "data.yaml")
+with open(set_yaml, "w") as f:
+    f.write(f"path: {set_dir}\ntrain: images\nval: images\nnames: ['a', 'b', 'c']\n")
+small_pt = os.path.join(OUT, "yolo11n-3.pt")
+ultralytics_pt(vm, small_pt)
+p = subprocess.run([os.path.join(BIN, "train"), "--weights", small_pt, "--data", set_yaml,
+                    "--epochs", "1", "--imgsz", "64", "--batch-size", "8", "--workers", "0",
+                    "--device", "cpu", "--noplots", "--project", os.path.join(OUT, "ft"),
+                    "--name", "exp", "--exist-ok"], capture_output=True, text=True)
+if p.returncode:
+    fail(f"train --weights {os.path.basename(small_pt)} exited {p.returncode}: "
+         f"{p.stderr.strip()[-1000:]}")
+ours_pt = os.path.join(OUT, "ft", "exp", "weights", "last.pt")
+converted = os.path.join(OUT, "converted.pt")
+p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "to_ultralytics.py"), ours_pt,
+                    converted], capture_output=True, text=True)
+if p.returncode:
+    fail(f"to_ultralytics.py exited {p.returncode}: {p.stderr.strip()[-1000:]}")
+x = torch.rand(1, 3, 128, 96, generator=torch.Generator().manual_seed(4))
+torch.save({"x": x}, in_file)
+probe("forward", converted, in_file, out_file)  # our loader reads the converted file too
+probe("forward", ours_pt, in_file, out_file)
+ours = torch.load(out_file)["y"]
+loaded = YOLO(converted)
+with torch.no_grad():
+    theirs = loaded.model.float().eval()(x)[0]
+err = close("our checkpoint in Ultralytics", torch.cat([ours[..., :4], ours[..., 5:]], -1),
+            theirs.transpose(1, 2), 1e-3)
+if loaded.names != {0: "a", 1: "b", 2: "c"}:
+    fail(f"the converted file's names {list(loaded.names.items())[:3]} are not the run's")
+print(f"ok to_ultralytics.py: Ultralytics' YOLO() loads our checkpoint and gives our outputs "
+      f"(max relative {err:.2g}, float16 weights)")
 print("PASS")

@@ -14,6 +14,7 @@
 #include "utils/core/runtime/device.h"
 #include "utils/eval/boxes.h"
 #include "utils/eval/inference_model.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/nms.h"
 
 namespace yolo {
@@ -32,7 +33,7 @@ InferenceModel load(const std::string& weights, const DetectorOptions& o, torch:
 void check_options(const DetectorOptions& o) {
   auto bad = [](const std::string& what) { throw UsageError("Detector options: " + what); };
   if (!(o.conf_thres >= 0 && o.conf_thres <= 1)) bad("conf_thres must be in [0, 1]");
-  if (!(o.iou_thres >= 0 && o.iou_thres <= 1)) bad("iou_thres must be in [0, 1]");
+  if (!(o.iou_thres <= 1)) bad("iou_thres must be in [0, 1] (or < 0: the model family's)");
   if (o.max_det < 1) bad("max_det must be >= 1");
   if (o.imgsz < 1) bad("imgsz must be >= 1");
   if (o.imgsz_width < 0) bad("imgsz_width must be >= 0");
@@ -66,7 +67,8 @@ struct Detector::Impl {
                std::to_string(w) + " is not used");
     }
     nms.conf_thres = o.conf_thres;
-    nms.iou_thres = o.iou_thres;
+    nms.iou_thres =
+        o.iou_thres >= 0 ? o.iou_thres : model_family_of(model.anchor_free()).predict_iou;
     nms.max_det = o.max_det;
     nms.classes = o.classes;
     nms.agnostic = o.agnostic_nms;

@@ -123,6 +123,10 @@ void InferenceModel::check_task(const std::string& weights, const std::string& t
   channels_first_ = true;
 }
 
+bool InferenceModel::anchor_free() const {
+  return model_ ? model_->spec().anchor_free : channels_first_;
+}
+
 InferenceModel::~InferenceModel() = default;
 InferenceModel::InferenceModel(InferenceModel&&) noexcept = default;
 

@@ -57,6 +57,8 @@ class InferenceModel {
   DetectionModel* pytorch() { return model_ ? &model_ : nullptr; }
   const std::string& checkpoint_data() const { return data_; }
   bool single_cls() const { return single_cls_; }
+  // An anchor-free model (YOLOv8, YOLO11): a .pt's YAML says so, an exported file its layout.
+  bool anchor_free() const;
 
  private:
   struct Script;

@@ -26,6 +26,7 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                   "SGD",
                                   0.6,
                                   0.65,
+                                  0.45,
                                   0.1,
                                   true,
                                   ExportLayout::kYolov5,
@@ -36,11 +37,18 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                        "auto",
                                        0.7,
                                        0.7,
+                                       0.7,
                                        0.0,
                                        false,
                                        ExportLayout::kUltralytics,
                                        &anchor_free_loss};
   return spec.anchor_free ? anchor_free : yolov5;
+}
+
+const ModelFamily& model_family_of(bool anchor_free) {
+  ModelSpec spec;
+  spec.anchor_free = anchor_free;
+  return model_family(spec);
 }
 
 }  // namespace yolo

@@ -34,6 +34,7 @@ struct ModelFamily {
   std::string default_optimizer;  // when --optimizer is not given
   double val_iou = 0.6;           // NMS IoU of validation (val.py / Ultralytics' val)
   double val_iou_coco = 0.65;     // of training's final validation on COCO data (train.py's)
+  double predict_iou = 0.45;      // NMS IoU of detect (detect.py's / Ultralytics' predict)
   double fitness_map50 = 0.1;     // mAP50's weight in the fitness picking best.pt (metrics.h)
   bool fits_anchors = true;       // AutoAnchor and the anchor hyperparameters apply
   ExportLayout export_layout = ExportLayout::kYolov5;
@@ -42,6 +43,8 @@ struct ModelFamily {
 };
 
 const ModelFamily& model_family(const ModelSpec& spec);
+// For an exported file, which holds no model YAML: by its layout (InferenceModel::anchor_free).
+const ModelFamily& model_family_of(bool anchor_free);
 inline const ModelFamily& model_family(const DetectionModelImpl& model) {
   return model_family(model.spec());
 }

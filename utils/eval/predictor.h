@@ -13,7 +13,8 @@ struct DetectConfig {
   int batch_size = 1;              // images (or video frames) per forward pass
   int vid_stride = 1;              // every n-th frame of videos and streams
   bool stream_buffer = false;      // streams: every frame in order, not the newest at each step
-  double conf_thres = 0.25, iou_thres = 0.45;
+  double conf_thres = 0.25;
+  double iou_thres = -1;  // < 0: the model family's (0.45; 0.7 for YOLOv8/YOLO11)
   int max_det = 1000;
   std::vector<int> classes;
   bool save_txt = false, save_conf = false, nosave = false;

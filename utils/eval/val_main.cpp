@@ -28,10 +28,9 @@ namespace yolo {
 
 namespace {
 
-// val's default NMS IoU: the model family's (a .torchscript or .onnx file: YOLOv5's).
-double family_val_iou(InferenceModel& model) {
-  DetectionModel* pt = model.pytorch();
-  return model_family(pt ? (*pt)->spec() : ModelSpec{}).val_iou;
+// val's default NMS IoU: the model family's.
+double family_val_iou(const InferenceModel& model) {
+  return model_family_of(model.anchor_free()).val_iou;
 }
 
 constexpr char kIncompleteMarker[] = "INCOMPLETE.txt";

@@ -1,22 +1,11 @@
 #include "utils/export/export_metadata.h"
 
-#include <chrono>
-#include <ctime>
-
 #include "utils/core/format.h"
+#include "utils/core/io/checkpoint.h"
 
 namespace yolo {
 
 namespace {
-
-std::string now_iso8601() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S+00:00", &tm);
-  return buf;
-}
 
 std::string size_list(const ExportDescription& d) {
   return "[" + std::to_string(d.height) + ", " + std::to_string(d.width) + "]";

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Turn a checkpoint of a YOLOv8 or YOLO11 model written by this trainer (best.pt, last.pt) into an
+Ultralytics checkpoint: the pickled float16 DetectionModel with its class names, as Ultralytics'
+trainer leaves best.pt, which `YOLO("best_ultralytics.pt")` predicts, validates, exports and
+fine-tunes with.
+
+    python scripts/to_ultralytics.py runs/train/exp/weights/best.pt best_ultralytics.pt
+    yolo predict model=best_ultralytics.pt source=images/
+
+Runs where the `ultralytics` package (8.4.x) is importable. The model is rebuilt from the YAML the
+checkpoint carries (with its scale) and the weights are loaded as a state_dict: every entry must
+fit. YOLOv5 checkpoints go through scripts/to_yolov5.py instead.
+"""
+import argparse
+import datetime
+import os
+import sys
+import zipfile
+
+
+def fail(msg):
+    sys.exit(f"to_ultralytics: {msg}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("weights", help="checkpoint written by train (best.pt, last.pt, epochN.pt)")
+    ap.add_argument("output", help="where to write the Ultralytics checkpoint")
+    a = ap.parse_args()
+
+    import torch
+    import yaml
+    try:
+        import ultralytics
+        from ultralytics.nn.tasks import DetectionModel
+    except ImportError as e:
+        fail(f"Ultralytics is not importable ({e}); pip install ultralytics==8.4.190")
+    if not os.path.isfile(a.weights):
+        fail(f"{a.weights}: no such file")
+    if not zipfile.is_zipfile(a.weights):
+        fail(f"{a.weights}: not a checkpoint written by train (not a torch.save zip archive)")
+    try:  # this trainer's checkpoints hold only tensors, numbers and strings
+        ck = torch.load(a.weights, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - any unreadable file ends the same way
+        fail(f"{a.weights}: not a checkpoint written by train (it holds pickled objects)")
+    if not isinstance(ck, dict) or not isinstance(ck.get("model"), dict):
+        fail(f"{a.weights}: no 'model' weights dict; is it a checkpoint written by train?")
+    if not ck.get("model_yaml"):
+        fail(f"{a.weights}: no model YAML in the checkpoint; train writes one")
+    cfg = yaml.safe_load(ck["model_yaml"])
+    if "scales" not in cfg:
+        fail(f"{a.weights}: a YOLOv5 model (its YAML has no 'scales'); use scripts/to_yolov5.py")
+    sd = ck["model"]
+    last = max(int(k.split(".")[1]) for k in sd if k.startswith("model."))
+    cls_out = sd.get(f"model.{last}.cv3.0.2.weight")
+    if cls_out is None:
+        fail(f"{a.weights}: no anchor-free Detect layer (model.{last}.cv3.0.2.weight)")
+    nc = cls_out.shape[0]
+    names = list(ck.get("names") or [f"class{i}" for i in range(nc)])
+    if len(names) != nc:
+        fail(f"{a.weights}: 'names' lists {len(names)} classes, the weights detect {nc}")
+    cfg["nc"] = nc
+    model = DetectionModel(cfg, ch=3, nc=nc, verbose=False)
+    try:
+        missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()},
+                                                    strict=False)
+    except RuntimeError as e:  # shapes differ
+        missing, unexpected = [str(e).splitlines()[-1].strip()], []
+    if missing or unexpected:
+        fail(f"the weights do not fit the model YAML: missing {missing[:5]}, unexpected "
+             f"{unexpected[:5]}")
+    model.names = dict(enumerate(names))
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad = False
+    opt = yaml.safe_load(ck.get("opt") or "") or {}
+    imgsz = opt.get("imgsz", 640)
+    out = {"date": ck.get("date") or datetime.datetime.now().isoformat(),
+           "version": ultralytics.__version__, "epoch": -1, "best_fitness": None,
+           "model": model.half(), "ema": None, "updates": None, "optimizer": None,
+           "scaler": None, "train_args": {"task": "detect", "imgsz": imgsz},
+           "train_metrics": {}, "train_results": {}}
+    tmp = a.output + ".tmp"
+    torch.save(out, tmp)
+    os.replace(tmp, a.output)
+    print(f"{a.output}: Ultralytics checkpoint, {nc} classes, stride "
+          f"{model.stride.int().tolist()}, {sum(p.numel() for p in model.parameters())} parameters")
+
+
+if __name__ == "__main__":
+    main()
