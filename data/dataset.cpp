@@ -227,17 +227,17 @@ auto YoloDataset::with_path(size_t index, Fn fn) const {
   }
 }
 
-Sample YoloDataset::get(size_t index, Rng& rng) const {
-  return with_path(index, [&](size_t i) { return get_unchecked(i, rng); });
+Sample YoloDataset::get(size_t index, Rng& rng, int64_t epoch) const {
+  return with_path(index, [&](size_t i) { return get_unchecked(i, rng, epoch); });
 }
 
-SampleRecipe YoloDataset::get_recipe(size_t index, Rng& rng) const {
-  return with_path(index, [&](size_t i) { return recipe_unchecked(i, rng); });
+SampleRecipe YoloDataset::get_recipe(size_t index, Rng& rng, int64_t epoch) const {
+  return with_path(index, [&](size_t i) { return recipe_unchecked(i, rng, epoch); });
 }
 
 // The OpenCV rendering of a recipe: what get() returns.
-Sample YoloDataset::get_unchecked(size_t idx, Rng& rng) const {
-  SampleRecipe r = recipe_unchecked(idx, rng);
+Sample YoloDataset::get_unchecked(size_t idx, Rng& rng, int64_t epoch) const {
+  SampleRecipe r = recipe_unchecked(idx, rng, epoch);
   Sample out;
   cv::Mat img = render_canvas(r.canvas);
   if (r.mixup) img = blend(img, render_canvas(*r.mixup), r.mixup_ratio);
@@ -253,12 +253,13 @@ Sample YoloDataset::get_unchecked(size_t idx, Rng& rng) const {
 
 // Every draw of a sample, in YOLOv5's order: mosaic or not, the mosaic's images, centre and warp,
 // mixup (its own mosaic and ratio), then HSV gains and flips.
-SampleRecipe YoloDataset::recipe_unchecked(size_t idx, Rng& rng) const {
+SampleRecipe YoloDataset::recipe_unchecked(size_t idx, Rng& rng, int64_t epoch) const {
   const AugmentHyp& hyp = opt_.hyp;
   SampleRecipe out;
   out.path = files_[idx];
   PixelBoxes boxes;
-  const bool mosaic = opt_.augment && !opt_.rect && uniform(rng, 0, 1) < hyp.mosaic;
+  const bool closed = opt_.close_mosaic_epoch >= 0 && epoch >= opt_.close_mosaic_epoch;
+  const bool mosaic = opt_.augment && !opt_.rect && uniform(rng, 0, 1) < hyp.mosaic && !closed;
   if (mosaic) {
     out.canvas = mosaic_recipe(idx, rng, boxes);
     if (uniform(rng, 0, 1) < hyp.mixup) {

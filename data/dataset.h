@@ -30,7 +30,10 @@ struct DatasetOptions {
   // default (default_image_cache_bytes()), 0 none.
   int64_t image_cache_bytes = -1;
   AugmentHyp hyp;
-  int nc = 80;                    // class ids must be below this (not checked with single_cls)
+  int nc = 80;  // class ids must be below this (not checked with single_cls)
+  // Ultralytics' close_mosaic: samples of this epoch and later are letterboxed, never mosaics
+  // (nor the mixup drawn with one); -1: mosaic throughout.
+  int64_t close_mosaic_epoch = -1;
   int threads = 0;                // for checking labels and caching images; 0 = hardware threads
   std::function<void()> barrier;  // see load_labels: rank 0 builds the cache, others wait
   bool is_rank0 = true;
@@ -91,9 +94,9 @@ class YoloDataset {
   // Bytes held by --cache ram (0 without it).
   int64_t ram_cache_bytes() const { return ram_bytes_; }
 
-  // Sample `index` (remapped through set_indices), transformed with randomness from `rng`.
-  // Exceptions carry the image path.
-  Sample get(size_t index, Rng& rng) const;
+  // Sample `index` (remapped through set_indices) of training epoch `epoch`, transformed with
+  // randomness from `rng`. Exceptions carry the image path.
+  Sample get(size_t index, Rng& rng, int64_t epoch = 0) const;
 
   // Index remapping used by image-weighted sampling (identity by default): sample i is image
   // indices[i]. Call only while no loader epoch runs (after the epoch's last batch, or after
@@ -103,7 +106,7 @@ class YoloDataset {
 
   // get() without the pixels: the same draws from `rng` in the same order, the same labels, and
   // the source images loaded (through load_image). Exceptions carry the image path.
-  SampleRecipe get_recipe(size_t index, Rng& rng) const;
+  SampleRecipe get_recipe(size_t index, Rng& rng, int64_t epoch = 0) const;
 
  private:
   void make_rect_shapes();
@@ -111,8 +114,8 @@ class YoloDataset {
   int64_t ram_cache_required() const;
   template <typename Fn>
   auto with_path(size_t index, Fn fn) const;
-  Sample get_unchecked(size_t index, Rng& rng) const;
-  SampleRecipe recipe_unchecked(size_t index, Rng& rng) const;
+  Sample get_unchecked(size_t index, Rng& rng, int64_t epoch) const;
+  SampleRecipe recipe_unchecked(size_t index, Rng& rng, int64_t epoch) const;
   CanvasRecipe mosaic_recipe(size_t first, Rng& rng, PixelBoxes& boxes) const;
   CanvasRecipe letterbox_recipe(size_t index, Rng& rng, PixelBoxes& boxes, ShapeInfo& shape) const;
 

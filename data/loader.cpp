@@ -235,9 +235,9 @@ DataLoader::Item DataLoader::load_item(const std::vector<int64_t>& order, int64_
   Rng rng(sample_seed(opt_.seed, epoch, global_pos, idx));
   Item item;
   if (opt_.recipes) {
-    item.recipe = dataset_->get_recipe(static_cast<size_t>(idx), rng);
+    item.recipe = dataset_->get_recipe(static_cast<size_t>(idx), rng, epoch);
   } else {
-    item.sample = dataset_->get(static_cast<size_t>(idx), rng);
+    item.sample = dataset_->get(static_cast<size_t>(idx), rng, epoch);
   }
   return item;
 }

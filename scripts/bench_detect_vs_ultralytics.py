@@ -1,6 +1,8 @@
-"""Our detect against Ultralytics 8.4.190's predict on the same .pt file and images, on the same
+"""Our detect against Ultralytics 8.4.190's predict on the same files and images, on the same
 torch: milliseconds per image (pre-process, inference and NMS, as each reports them; the images
-one at a time; Ultralytics' after one warm-up image), and how many boxes each finds.
+one at a time; Ultralytics' after one warm-up image), and how many boxes each finds. The files:
+an Ultralytics .pt, and our export of it as TorchScript and ONNX (our detect runs ONNX through
+OpenCV's dnn module, Ultralytics through onnxruntime).
 
 Usage (through scripts/bench_detect_vs_ultralytics.sh): bench_detect_vs_ultralytics.py
        --detect BIN --source DIR --out DIR [--cfg yolo11n.yaml] [--imgsz 640] [--threads 2]"""
@@ -9,6 +11,7 @@ import copy
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -40,32 +43,54 @@ torch.save({"model": copy.deepcopy(m).half(), "ema": None, "optimizer": None, "e
             "train_args": {"task": "detect"}, "version": "8.4.190"}, pt)
 images = sorted(glob.glob(os.path.join(a.source, "*.jpg")))
 
-ul = YOLO(pt)
-ul.predict(images[0], imgsz=a.imgsz, device="cpu", verbose=False)  # warm-up
-speeds, theirs = [], 0
-for f in images:
-    r = ul.predict(f, imgsz=a.imgsz, device="cpu", verbose=False, iou=0.7)[0]
-    speeds.append(r.speed)
-    theirs += len(r.boxes)
-t = {k: sum(s[k] for s in speeds) / len(speeds) for k in ("preprocess", "inference", "postprocess")}
-
 env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), YOLO_FIXED_THREADS="1")
-p = subprocess.run([a.detect, "--weights", pt, "--source", a.source, "--imgsz", str(a.imgsz),
-                    "--iou-thres", "0.7", "--max-det", "300", "--device", "cpu", "--nosave",
-                    "--save-txt", "--project", a.out, "--name", "ours", "--exist-ok"],
-                   env=env, capture_output=True, text=True)
+
+
+def theirs(weights):
+    ul = YOLO(weights, task="detect")
+    ul.predict(images[0], imgsz=a.imgsz, device="cpu", verbose=False)  # warm-up
+    speeds, boxes = [], 0
+    for f in images:
+        r = ul.predict(f, imgsz=a.imgsz, device="cpu", verbose=False, iou=0.7)[0]
+        speeds.append(r.speed)
+        boxes += len(r.boxes)
+    parts = {k: sum(s[k] for s in speeds) / len(speeds)
+             for k in ("preprocess", "inference", "postprocess")}
+    return sum(parts.values()), boxes, parts
+
+
+def ours(weights, name):
+    p = subprocess.run([a.detect, "--weights", weights, "--source", a.source,
+                        "--imgsz", str(a.imgsz), "--max-det", "300", "--device", "cpu",
+                        "--nosave", "--save-txt", "--project", a.out, "--name", name,
+                        "--exist-ok"], env=env, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(p.stderr[-2000:])
+    ms = re.search(r"Speed: ([\d.]+)ms per image", p.stdout + p.stderr)
+    if not ms:
+        sys.exit("no speed line from detect: " + (p.stdout + p.stderr)[-500:])
+    boxes = sum(len(open(x).readlines())
+                for x in glob.glob(os.path.join(a.out, name, "labels", "*.txt")))
+    return float(ms.group(1)), boxes
+
+
+p = subprocess.run([os.path.join(os.path.dirname(a.detect), "export"), "--weights", pt,
+                    "--include", "torchscript", "onnx", "--imgsz", str(a.imgsz), "--device",
+                    "cpu"], env=env, capture_output=True, text=True)
 if p.returncode:
     sys.exit(p.stderr[-2000:])
-ms = re.search(r"Speed: ([\d.]+)ms per image", p.stdout + p.stderr)
-ours = sum(len(open(x).readlines())
-           for x in glob.glob(os.path.join(a.out, "ours", "labels", "*.txt")))
-if not ms:
-    sys.exit("no speed line from detect: " + (p.stdout + p.stderr)[-500:])
-theirs_ms = sum(t.values())
 print(f"{a.cfg}, {len(images)} images from {a.source}, imgsz {a.imgsz}, {a.threads} threads")
-print("| ms per image (pre-process + inference + NMS) | ours | Ultralytics 8.4.190 | ours / theirs |")
-print("|---|---|---|---|")
-print(f"| detect / predict, one image at a time | {float(ms.group(1)):.1f} | {theirs_ms:.1f} | "
-      f"{float(ms.group(1)) / theirs_ms:.2f} |")
-print(f"Ultralytics' parts: pre-process {t['preprocess']:.1f}, inference {t['inference']:.1f}, "
-      f"NMS {t['postprocess']:.1f} ms; boxes: ours {ours}, Ultralytics {theirs}")
+print("| ms per image (pre-process + inference + NMS) | ours | Ultralytics 8.4.190 | ours / theirs "
+      "| boxes (ours, theirs) |")
+print("|---|---|---|---|---|")
+notes = []
+for what, f in (("Ultralytics' .pt", pt), ("our TorchScript export", pt[:-3] + ".torchscript"),
+                ("our ONNX export", pt[:-3] + ".onnx")):
+    shutil.rmtree(os.path.join(a.out, "ours"), ignore_errors=True)  # --save-txt appends
+    our_ms, our_n = ours(f, "ours")
+    their_ms, their_n, parts = theirs(f)
+    print(f"| {what} | {our_ms:.1f} | {their_ms:.1f} | {our_ms / their_ms:.2f} | "
+          f"{our_n}, {their_n} |")
+    notes.append(f"{what}: Ultralytics' parts pre-process {parts['preprocess']:.1f}, inference "
+                 f"{parts['inference']:.1f}, NMS {parts['postprocess']:.1f} ms")
+print("\n".join(notes))

@@ -57,8 +57,8 @@ env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), YOLO_FIXED_THREADS="1")
 ours_dir = os.path.join(a.out, "ours")
 cmd = [a.train, "--data", a.data, "--cfg", a.cfg, "--hyp", hyp_file, "--optimizer", "AdamW",
        "--imgsz", str(a.imgsz), "--batch-size", str(a.batch), "--epochs", str(a.epochs),
-       "--seed", str(a.seed), "--workers", "0", "--device", "cpu", "--noplots",
-       "--project", ours_dir, "--name", "exp", "--exist-ok"]
+       "--seed", str(a.seed), "--close-mosaic", "0", "--workers", "0", "--device", "cpu",
+       "--noplots", "--project", ours_dir, "--name", "exp", "--exist-ok"]
 ours_log = os.path.join(a.out, "ours.log")
 ours_total = run(["/usr/bin/time", "-v", *cmd], env, ours_log)
 ours_rss = [int(line.split()[-1]) for line in open(ours_log) if "Maximum resident" in line][0]

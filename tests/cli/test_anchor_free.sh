@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The anchor-free families end to end on tiny data: `--cfg yolov8n.yaml` and `--cfg yolo11n.yaml`
 # (yolov8.yaml and yolo11.yaml at scale n) each train one epoch with their own default
-# hyperparameters, optimizer choice and loss columns, then val and detect read the result; export
-# writes yolo11n in Ultralytics' layout and val and detect run both files. Bad model YAMLs fail
-# naming the file and what is supported.
+# hyperparameters, optimizer choice, close_mosaic and loss columns, then val and detect read the
+# result; export writes yolo11n in Ultralytics' layout and val runs both files. Bad model YAMLs
+# fail naming the file and what is supported.
 # Usage: test_anchor_free.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 BIN=${1:?usage: test_anchor_free.sh BIN_DIR SOURCE_DIR}
@@ -20,6 +20,9 @@ for model in yolov8n yolo11n; do
   run=$tmp/runs/$model
   grep -q "hyperparameters: hyp.anchor-free.yaml" "$log" || fail "$model: not trained with hyp.anchor-free.yaml"
   grep -q "dfl=1.5" "$log" || fail "$model: the dfl gain is not in the hyperparameters line"
+  # Ultralytics' close_mosaic 10: a run of at most 10 epochs has no mosaic.
+  grep -q "Closing dataloader mosaic: epochs 1 to 1 train without it" "$log" ||
+    fail "$model: mosaic not closed for the family's last 10 epochs"
   # Ultralytics' optimizer=auto for a short run: AdamW at 0.01 / (4 + nc), nc = 3.
   grep -q "optimizer: 'auto' chose AdamW(lr=0.001429, momentum=0.9) for 5 iterations" "$log" ||
     fail "$model: not Ultralytics' optimizer=auto choice: $(grep optimizer "$log")"

@@ -581,6 +581,31 @@ TEST(Loader, PersistentWorkersPrefetchTheNextEpochWithTheSameBatches) {
   }
 }
 
+// Ultralytics' close_mosaic: the epoch's number decides, so the workers that run ahead into the
+// first closed epoch (while the consumer validates) already letterbox its samples.
+TEST(Loader, ClosedMosaicEpochsAreLetterboxedEvenWhenPrefetched) {
+  TempDir d;
+  make_split(d.path(), "train", 6, 64, 48);
+  DatasetOptions opt = train_options(64);
+  opt.close_mosaic_epoch = 1;
+  auto ds = std::make_shared<YoloDataset>(std::vector<std::string>{d / "images/train"}, opt);
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.workers = 2;
+  DataLoader loader(ds, o);
+  for (int64_t e = 0; e < 3; ++e) {
+    loader.start_epoch(e);
+    const std::vector<Batch> batches = drain(loader);
+    ASSERT_EQ(batches.size(), 2u);
+    for (const Batch& b : batches) {
+      for (const ShapeInfo& s : b.shapes) EXPECT_EQ(s.valid, e >= 1) << "epoch " << e;
+    }
+    if (e == 0) {  // epoch 1's samples are made while nobody reads
+      EXPECT_TRUE(wait_for([&] { return image_reads(*ds) > 6 * 4; }, 10));
+    }
+  }
+}
+
 TEST(Loader, NoPrefetchAcrossEpochsWhenTurnedOff) {
   TempDir d;
   auto ds = train_set(d, 6);

@@ -34,6 +34,19 @@ TEST(Metrics, HandComputedAp) {
   EXPECT_NEAR(r.tp[0], 2, 1e-9);
 }
 
+// Where recall stops short of 1, Ultralytics 8.x drops precision to 0 right after the last point
+// (its compute_ap repeats the last recall with precision 0); YOLOv5 falls linearly to recall 1.
+TEST(Metrics, UltralyticsApDropsAfterTheLastRecall) {
+  const auto ul = yolo::ApTail::kUltralytics;
+  // Recall 0.5 at precision 1: 1 at x = 0 .. 0.49, 0 from x = 0.5 on (numpy's interp there).
+  EXPECT_NEAR(yolo::compute_ap({0.5}, {1.0}, nullptr, ul), 0.49 + 0.005, 1e-9);
+  EXPECT_NEAR(yolo::compute_ap({0.5}, {1.0}), 0.5 + 0.25, 1e-9);
+  // Full recall: both rules agree.
+  EXPECT_NEAR(yolo::compute_ap({0.5, 1.0}, {1.0, 1.0}, nullptr, ul), 0.995, 1e-9);
+  const auto r = yolo::ap_per_class({flags(true), flags(false)}, {0.9, 0.8}, {0, 0}, {0, 0}, ul);
+  EXPECT_NEAR(r.ap[0][0], 0.495, 1e-9);
+}
+
 TEST(Metrics, PerClassAndMeans) {
   // Class 0: one label, found. Class 1: two labels, only one found, plus a false positive.
   // Class 2: a label never predicted (AP 0). Class 3 is predicted but has no labels: ignored.

@@ -115,10 +115,11 @@ namespace {
 // YOLOv8 and YOLO11); a resumed run keeps what its opt.yaml names.
 void choose_family_hyp(Options& opt, const std::string& model_yaml) {
   if (opt.resume || (model_yaml.empty() && opt.cfg.empty())) return;
-  if (opt.was_given("hyp") && opt.was_given("optimizer")) return;
+  if (opt.was_given("hyp") && opt.was_given("optimizer") && opt.was_given("close-mosaic")) return;
   const ModelSpec spec = model_yaml.empty() ? parse_model_spec_file(opt.cfg)
                                             : parse_model_spec_string(model_yaml, opt.weights);
   if (!opt.was_given("optimizer")) opt.optimizer = model_family(spec).default_optimizer;
+  if (!opt.was_given("close-mosaic")) opt.close_mosaic = model_family(spec).close_mosaic;
   if (opt.was_given("hyp")) return;
   const std::string& hyp = model_family(spec).default_hyp;
   if (fs::path(opt.hyp).filename() == hyp) return;

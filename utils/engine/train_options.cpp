@@ -147,6 +147,10 @@ const std::vector<Flag>& flags() {
       Bind("name", &O::name, "name", "save to project/name").check(cli::run_name),
       Bind("exist-ok", &O::exist_ok, "exist_ok", "existing project/name ok, do not increment"),
       Bind("quad", &O::quad, "quad", "quad dataloader"),
+      Bind("close-mosaic", &O::close_mosaic, "close_mosaic",
+           "train the last N epochs without mosaic (default -1: 0, or 10 for YOLOv8/YOLO11)")
+          .metavar("N")
+          .check(at_least(-1, "must be >= 0 (or -1: the model family's)")),
       Bind("cos-lr", &O::cos_lr, "cos_lr", "cosine LR scheduler"),
       Bind("label-smoothing", &O::label_smoothing, "label_smoothing", "label smoothing epsilon")
           .metavar("EPS")

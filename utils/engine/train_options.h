@@ -38,6 +38,9 @@ struct Options {
   std::string name = "exp";
   bool exist_ok = false;
   bool quad = false;
+  // Ultralytics' close_mosaic: the last N epochs train without mosaic; -1: the model family's
+  // (0 for YOLOv5's models, 10 for YOLOv8/YOLO11).
+  int close_mosaic = -1;
   bool cos_lr = false;
   double label_smoothing = 0.0;
   int patience = 100;

@@ -343,6 +343,8 @@ void build_loaders(TrainSetup& s) {
   tr.cache = opt.cache;
   tr.hyp = augment_hyp(s.hyp, opt.hyp);
   tr.nc = s.nc;
+  // Ultralytics' rule: mosaic off from epoch epochs - N on (so not at all in runs of <= N).
+  if (opt.close_mosaic > 0) tr.close_mosaic_epoch = std::max(0, opt.epochs - opt.close_mosaic);
   tr.is_rank0 = s.dist.is_rank0();
   tr.barrier = s.dist.rank0_first("train_labels");
   // Every rank on this host keeps its own decoded images: they share the memory budget.
@@ -370,6 +372,7 @@ void build_loaders(TrainSetup& s) {
   va.pad = 0.5;
   va.batch_size = rank_batch * 2;
   va.hyp = AugmentHyp::none();
+  va.close_mosaic_epoch = -1;
   va.is_rank0 = true;
   va.barrier = {};
   LoaderOptions vl = tl;

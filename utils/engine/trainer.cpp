@@ -140,6 +140,11 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
   s_.model->train();
   resample_images(epoch);
   if (!s_.batch_source) s_.train_loader->start_epoch(epoch);
+  if (const int64_t close = s_.train_set ? s_.train_set->options().close_mosaic_epoch : -1;
+      close >= 0 && (epoch == close || (epoch > close && epoch == s_.resume.start_epoch))) {
+    log_info("Closing dataloader mosaic: epochs " + std::to_string(close + 1) + " to " +
+             std::to_string(s_.opt.epochs) + " train without it (--close-mosaic)");
+  }
   const torch::Device device = s_.dev.device;
   running_loss_.start_epoch();
   stepper_->zero_grad();
@@ -313,6 +318,7 @@ void Trainer::validate(EpochReport& r) {
     cfg.names = s_.names;
     cfg.save_dir = s_.paths.save_dir;
     cfg.iou_thres = model_family(*s_.model).val_iou;
+    cfg.protocol = model_family(*s_.model).val_protocol;
     const ValResult vr =
         run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
     callbacks_.val_end(vr, false);
@@ -379,6 +385,7 @@ void Trainer::final_validation(TrainSummary& summary) {
   cfg.save_json = cfg.coco91 = is_coco_dataset(s_.data);
   cfg.json_name = "best_predictions.json";
   cfg.iou_thres = final_validation_iou(s_.data, model_family(*s_.model));
+  cfg.protocol = model_family(*s_.model).val_protocol;
   ValResult vr = run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
   callbacks_.val_end(vr, true);  // the table shows val's own metrics, then COCO's summary follows
   if (cfg.save_json) {

@@ -95,10 +95,14 @@ at::Tensor match_predictions(const at::Tensor& detections, const at::Tensor& lab
 }
 
 double compute_ap(const std::vector<double>& recall, const std::vector<double>& precision,
-                  std::vector<double>* pr_curve_px) {
+                  std::vector<double>* pr_curve_px, ApTail tail) {
   std::vector<double> mrec{0.0}, mpre{1.0};
   mrec.insert(mrec.end(), recall.begin(), recall.end());
   mpre.insert(mpre.end(), precision.begin(), precision.end());
+  if (tail == ApTail::kUltralytics) {
+    mrec.push_back(recall.empty() ? 1.0 : recall.back());
+    mpre.push_back(0.0);
+  }
   mrec.push_back(1.0);
   mpre.push_back(0.0);
   for (size_t i = mpre.size() - 1; i > 0; --i) mpre[i - 1] = std::max(mpre[i - 1], mpre[i]);
@@ -124,7 +128,8 @@ double ApResult::ap_mean(size_t k) const {
 }
 
 ApResult ap_per_class(const std::vector<std::vector<bool>>& tp, const std::vector<double>& conf,
-                      const std::vector<int>& pred_cls, const std::vector<int>& target_cls) {
+                      const std::vector<int>& pred_cls, const std::vector<int>& target_cls,
+                      ApTail tail) {
   constexpr double eps = 1e-16;
   const size_t niou = tp.empty() ? iou_thresholds().size() : tp[0].size();
   std::vector<size_t> order(conf.size());
@@ -168,7 +173,7 @@ ApResult ap_per_class(const std::vector<std::vector<bool>>& tp, const std::vecto
           res.p_curve[ci][q] = interp(-res.px[q], neg_conf, precision, 1.0, precision.back());
         }
       }
-      res.ap[ci][j] = compute_ap(recall, precision, j == 0 ? &res.pr_curve[ci] : nullptr);
+      res.ap[ci][j] = compute_ap(recall, precision, j == 0 ? &res.pr_curve[ci] : nullptr, tail);
     }
   }
   res.f1_curve.assign(nc, std::vector<double>(npx, 0.0));

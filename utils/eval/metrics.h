@@ -18,9 +18,20 @@ std::vector<double> iou_thresholds();
 at::Tensor match_predictions(const at::Tensor& detections, const at::Tensor& labels,
                              const std::vector<double>& iouv);
 
+// How the precision envelope ends past the curve's last recall: YOLOv5 7.0 ends it at (1, 0), so
+// precision falls linearly from the last point to recall 1; Ultralytics 8.x repeats the last
+// recall with precision 0, a drop (its AP is the smaller when recall stops short of 1).
+enum class ApTail { kYolov5, kUltralytics };
+
+// Whose val the metrics follow. YOLOv5's: labels and predictions mapped to the original image and
+// clipped to it before matching; AP's precision falls linearly to recall 1. Ultralytics 8.x's:
+// matched as they are, unclipped, in the letterboxed input's pixels; AP's precision drops to 0
+// after the last recall. Saved labels and JSON are in original pixels either way.
+enum class ValProtocol { kYolov5, kUltralytics };
+
 // AP of one precision/recall curve (recall ascending), 101-point interpolation.
 double compute_ap(const std::vector<double>& recall, const std::vector<double>& precision,
-                  std::vector<double>* pr_curve_px = nullptr);
+                  std::vector<double>* pr_curve_px = nullptr, ApTail tail = ApTail::kYolov5);
 
 struct ApResult {
   std::vector<int> classes;              // classes present in the labels, ascending
@@ -36,7 +47,8 @@ struct ApResult {
 // tp: one row per prediction with a flag per IoU threshold; conf, pred_cls: per prediction;
 // target_cls: one entry per label.
 ApResult ap_per_class(const std::vector<std::vector<bool>>& tp, const std::vector<double>& conf,
-                      const std::vector<int>& pred_cls, const std::vector<int>& target_cls);
+                      const std::vector<int>& pred_cls, const std::vector<int>& target_cls,
+                      ApTail tail = ApTail::kYolov5);
 
 // The fitness that picks best.pt: map50_weight * mAP@0.5 + (1 - map50_weight) * mAP@0.5:0.95
 // (YOLOv5's weight 0.1; Ultralytics' 0, mAP@0.5:0.95 alone).

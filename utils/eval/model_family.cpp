@@ -28,8 +28,10 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                   0.65,
                                   0.45,
                                   0.1,
+                                  ValProtocol::kYolov5,
                                   true,
                                   ExportLayout::kYolov5,
+                                  0,
                                   &anchor_based_loss};
   static const ModelFamily anchor_free{"YOLOv8/YOLO11 (anchor-free)",
                                        {"box_loss", "cls_loss", "dfl_loss"},
@@ -39,8 +41,10 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                        0.7,
                                        0.7,
                                        0.0,
+                                       ValProtocol::kUltralytics,
                                        false,
                                        ExportLayout::kUltralytics,
+                                       10,
                                        &anchor_free_loss};
   return spec.anchor_free ? anchor_free : yolov5;
 }

@@ -12,6 +12,7 @@
 #include "utils/core/io/results_csv.h"
 #include "utils/eval/anchor_free_loss.h"
 #include "utils/eval/loss.h"
+#include "utils/eval/metrics.h"
 
 namespace yolo {
 
@@ -36,8 +37,10 @@ struct ModelFamily {
   double val_iou_coco = 0.65;     // of training's final validation on COCO data (train.py's)
   double predict_iou = 0.45;      // NMS IoU of detect (detect.py's / Ultralytics' predict)
   double fitness_map50 = 0.1;     // mAP50's weight in the fitness picking best.pt (metrics.h)
-  bool fits_anchors = true;       // AutoAnchor and the anchor hyperparameters apply
+  ValProtocol val_protocol = ValProtocol::kYolov5;  // whose val metrics (validator.h)
+  bool fits_anchors = true;  // AutoAnchor and the anchor hyperparameters apply
   ExportLayout export_layout = ExportLayout::kYolov5;
+  int close_mosaic = 0;  // epochs at the end trained without mosaic (Ultralytics' close_mosaic)
   std::unique_ptr<DetectionLoss> (*make_loss)(const DetectionModelImpl& model,
                                               const LossConfig& config) = nullptr;
 };

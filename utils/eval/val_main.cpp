@@ -171,6 +171,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   ValConfig cfg;
   cfg.conf_thres = a.conf_thres;
   cfg.iou_thres = a.iou_thres >= 0 ? a.iou_thres : family_val_iou(model);
+  cfg.protocol = model_family_of(model.anchor_free()).val_protocol;
   cfg.max_det = a.max_det;
   // As val.py: float32 unless asked; speed and study use float16 on a GPU.
   cfg.half = a.half || (dev.device.is_cuda() && (a.task == "speed" || a.task == "study"));

@@ -57,6 +57,7 @@ class Validation {
         loss_(loss),
         device_(device),
         half_(cfg.half && device.is_cuda()),
+        ultralytics_(cfg.protocol == ValProtocol::kUltralytics),
         cm_(model.nc) {
     nms_.conf_thres = cfg.conf_thres;
     nms_.iou_thres = cfg.iou_thres;
@@ -93,7 +94,8 @@ class Validation {
 
   ValResult finish() {
     const int nc = model_.nc;
-    res_.ap = ap_per_class(tp_, conf_, pred_cls_, target_cls_);
+    res_.ap = ap_per_class(tp_, conf_, pred_cls_, target_cls_,
+                           ultralytics_ ? ApTail::kUltralytics : ApTail::kYolov5);
     res_.mp = res_.ap.mp;
     res_.mr = res_.ap.mr;
     res_.map50 = res_.ap.map50;
@@ -163,7 +165,7 @@ class Validation {
     at::Tensor labelsn;
     if (labels.size(0)) {
       at::Tensor tbox = xywh2xyxy(labels.slice(1, 1, 5));
-      to_original(tbox, shape);
+      if (!ultralytics_) to_original(tbox, shape);
       labelsn = torch::cat({labels.slice(1, 0, 1), tbox}, 1);
     }
     if (pred.size(0) == 0) {
@@ -172,11 +174,12 @@ class Validation {
     }
     at::Tensor predn = pred.clone();
     to_original(predn, shape);
+    const at::Tensor& matched = ultralytics_ ? pred : predn;
     const at::Tensor correct =
         labels.size(0)
-            ? match_predictions(predn, labelsn, iouv_)
+            ? match_predictions(matched, labelsn, iouv_)
             : torch::zeros({pred.size(0), static_cast<int64_t>(iouv_.size())}, torch::kBool);
-    if (labels.size(0)) cm_.process_batch(predn, labelsn);
+    if (labels.size(0)) cm_.process_batch(matched, labelsn);
     auto ca = correct.accessor<bool, 2>();
     const at::Tensor pf = pred.to(torch::kFloat).contiguous();
     auto pa = pf.accessor<float, 2>();  // one pass over the rows, no per-element tensors
@@ -257,6 +260,7 @@ class Validation {
   const DetectionLoss* loss_;
   torch::Device device_;
   bool half_;
+  bool ultralytics_;  // ValProtocol::kUltralytics
   const std::vector<double> iouv_ = iou_thresholds();
   NmsOptions nms_;
   ValResult res_;

@@ -48,8 +48,7 @@ std::string ultralytics_config_json(const ExportDescription& d) {
          ", \"task\": \"detect\", \"head\": \"Detect\", \"batch\": " + std::to_string(d.batch) +
          ", \"imgsz\": " + size_list(d) + ", \"names\": " + names +
          ", \"args\": {\"batch\": " + std::to_string(d.batch) + ", \"half\": " + js_bool(d.half) +
-         ", \"dynamic\": " + js_bool(d.dynamic) +
-         ", \"nms\": false}, \"channels\": 3, \"end2end\": false}";
+         ", \"dynamic\": true, \"nms\": false}, \"channels\": 3, \"end2end\": false}";
 }
 
 }  // namespace yolo

@@ -21,7 +21,8 @@ struct ExportDescription {
 std::vector<std::pair<std::string, std::string>> ultralytics_onnx_metadata(
     const ExportDescription& d);
 
-// config.txt's JSON: the same keys, `names` as {"0": "a", ...}.
+// config.txt's JSON: the same keys, `names` as {"0": "a", ...}, and `dynamic` true whatever
+// d.dynamic says: the scripted module takes any batch and size (a multiple of the stride).
 std::string ultralytics_config_json(const ExportDescription& d);
 
 }  // namespace yolo
