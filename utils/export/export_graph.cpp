@@ -142,8 +142,9 @@ class Lowering {
     const int qkv = conv(*a.qkv, x, prefix + ".qkv");
     const int64_t nh = a.num_heads(), kd = a.key_dim(), hd = a.head_dim(), per = 2 * kd + hd;
     std::vector<int64_t> v_ranges;
-    for (int64_t h = 0; h < nh; ++h)
+    for (int64_t h = 0; h < nh; ++h) {
       v_ranges.insert(v_ranges.end(), {h * per + 2 * kd, (h + 1) * per});
+    }
     const int v = slice(qkv, v_ranges);
     ExportOp op;
     op.kind = ExportOp::Kind::kAttention;
@@ -240,8 +241,9 @@ class Lowering {
     if (auto c = std::dynamic_pointer_cast<ChainImpl>(m)) {
       int y = x;
       size_t k = 0;
-      for (const auto& child : c->children())
+      for (const auto& child : c->children()) {
         y = module(child, y, prefix + "." + std::to_string(k++));
+      }
       return y;
     }
     if (auto c = std::dynamic_pointer_cast<C2fImpl>(m)) return c2f(*c, x, prefix);
