@@ -2,6 +2,7 @@
 // yolo::train: one training run as the train program runs it (YOLOv5 v7.0's train.py), from the
 // same flags, with callbacks on its events. Part of the public library (find_package(yolo_cpp),
 // target yolo_cpp::yolo).
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,12 +39,17 @@ class TrainSettings {
 
 // One epoch's results after its validation: a row of results.csv.
 struct EpochMetrics {
-  int epoch = 0;                                    // 0-based
-  int epochs = 0;                                   // in the run
-  double box_loss = 0, obj_loss = 0, cls_loss = 0;  // training losses, mean over the epoch
+  int epoch = 0;   // 0-based
+  int epochs = 0;  // in the run
+  // The model family's three loss terms, as results.csv names them: box_loss, obj_loss, cls_loss
+  // for YOLOv5's models; box_loss, cls_loss, dfl_loss for YOLOv8 and YOLO11 (whose obj_loss
+  // stays 0). The losses below are filled by these names.
+  std::array<std::string, 3> loss_names;
+  double box_loss = 0, obj_loss = 0, cls_loss = 0, dfl_loss = 0;  // training, mean over the epoch
   double precision = 0, recall = 0, map50 = 0, map50_95 = 0;
-  double val_box_loss = 0, val_obj_loss = 0, val_cls_loss = 0;
-  double fitness = 0;    // 0.1 mAP50 + 0.9 mAP50-95
+  double val_box_loss = 0, val_obj_loss = 0, val_cls_loss = 0, val_dfl_loss = 0;
+  // The model family's: 0.1 mAP50 + 0.9 mAP50-95 (YOLOv5), mAP50-95 (YOLOv8, YOLO11).
+  double fitness = 0;
   bool is_best = false;  // the best fitness so far: best.pt is (re)written from this epoch
 };
 

@@ -801,6 +801,10 @@ TEST_F(TrainTest, PublicTrainTakesTheProgramsFlagsAndReportsEpochsAndCheckpoints
     EXPECT_EQ(epochs[e].epochs, 2);
     EXPECT_NEAR(epochs[e].map50, csv.values("metrics/mAP_0.5")[e], 1e-4);
     EXPECT_NEAR(epochs[e].box_loss, csv.values("train/box_loss")[e], 1e-4);
+    EXPECT_NEAR(epochs[e].obj_loss, csv.values("train/obj_loss")[e], 1e-4);
+    EXPECT_NEAR(epochs[e].val_cls_loss, csv.values("val/cls_loss")[e], 1e-4);
+    EXPECT_EQ(epochs[e].loss_names,
+              (std::array<std::string, 3>{"box_loss", "obj_loss", "cls_loss"}));
   }
   // last.pt every epoch, on disk when reported (checked above).
   ASSERT_EQ(saves.size(), 2u);
@@ -808,6 +812,26 @@ TEST_F(TrainTest, PublicTrainTakesTheProgramsFlagsAndReportsEpochsAndCheckpoints
     EXPECT_EQ(saves[e].epoch, static_cast<int>(e));
     EXPECT_EQ(saves[e].files.front(), r.last);
   }
+}
+
+// An anchor-free model reports its own loss terms by name (box, cls, dfl), as results.csv does.
+TEST_F(TrainTest, PublicTrainReportsTheAnchorFreeLossTermsByName) {
+  const yolo::TrainSettings settings = yolo::TrainSettings::from_args(
+      {"--cfg", "yolov8n.yaml", "--data", (root_ / "shapes.yaml").string(), "--epochs", "1",
+       "--batch-size", "8", "--imgsz", "64", "--workers", "0", "--device", "cpu", "--project",
+       (root_ / "runs").string(), "--name", "public_api_af", "--noplots"});
+  std::vector<yolo::EpochMetrics> epochs;
+  yolo::TrainCallbacks cb;
+  cb.on_epoch_end = [&](const yolo::EpochMetrics& m) { epochs.push_back(m); };
+  const yolo::TrainResult r = yolo::train(settings, cb);
+  const yolo::ResultsTable csv = yolo::read_results_csv(r.save_dir + "/results.csv");
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0].loss_names, (std::array<std::string, 3>{"box_loss", "cls_loss", "dfl_loss"}));
+  EXPECT_NEAR(epochs[0].cls_loss, csv.values("train/cls_loss")[0], 1e-4);
+  EXPECT_NEAR(epochs[0].dfl_loss, csv.values("train/dfl_loss")[0], 1e-4);
+  EXPECT_NEAR(epochs[0].val_dfl_loss, csv.values("val/dfl_loss")[0], 1e-4);
+  EXPECT_GT(epochs[0].dfl_loss, 0);
+  EXPECT_EQ(epochs[0].obj_loss, 0);
 }
 
 TEST(TrainApi, TheProgramsOwnFlagsAndBadValuesAreRefusedByName) {

@@ -7,6 +7,7 @@
 #include "utils/engine/train_config.h"
 #include "utils/engine/train_options.h"
 #include "utils/engine/train_setup.h"
+#include "utils/eval/model_family.h"
 #include "yolo/train.h"
 
 namespace yolo {
@@ -40,8 +41,8 @@ namespace {
 // The caller's functions as a Trainer callback.
 class UserCallbacks : public Callback {
  public:
-  UserCallbacks(const TrainCallbacks& cb, std::string save_dir)
-      : cb_(cb), save_dir_(std::move(save_dir)) {}
+  UserCallbacks(const TrainCallbacks& cb, std::string save_dir, LossNames loss_names)
+      : cb_(cb), save_dir_(std::move(save_dir)), loss_names_(std::move(loss_names)) {}
   void on_train_start() override {
     if (cb_.on_train_start) cb_.on_train_start(save_dir_);
   }
@@ -50,16 +51,19 @@ class UserCallbacks : public Callback {
     EpochMetrics m;
     m.epoch = r.epoch;
     m.epochs = r.epochs;
-    m.box_loss = r.train_loss[0];
-    m.obj_loss = r.train_loss[1];
-    m.cls_loss = r.train_loss[2];
+    m.loss_names = loss_names_;
+    for (size_t k = 0; k < 3; ++k) {
+      const std::string& name = loss_names_[k];
+      const double train = r.train_loss[k], val = r.metrics[4 + k];
+      if (name == "box_loss") m.box_loss = train, m.val_box_loss = val;
+      if (name == "obj_loss") m.obj_loss = train, m.val_obj_loss = val;
+      if (name == "cls_loss") m.cls_loss = train, m.val_cls_loss = val;
+      if (name == "dfl_loss") m.dfl_loss = train, m.val_dfl_loss = val;
+    }
     m.precision = r.metrics[0];
     m.recall = r.metrics[1];
     m.map50 = r.metrics[2];
     m.map50_95 = r.metrics[3];
-    m.val_box_loss = r.metrics[4];
-    m.val_obj_loss = r.metrics[5];
-    m.val_cls_loss = r.metrics[6];
     m.fitness = r.fitness;
     m.is_best = r.is_best;
     cb_.on_epoch_end(m);
@@ -71,6 +75,7 @@ class UserCallbacks : public Callback {
  private:
   const TrainCallbacks& cb_;
   std::string save_dir_;
+  LossNames loss_names_;
 };
 }  // namespace
 
@@ -79,7 +84,8 @@ TrainResult train(const TrainSettings& settings, const TrainCallbacks& callbacks
   const TrainSummary s = train(settings.config(), [&](const TrainSetup& setup) {
     paths = setup.paths;
     std::vector<std::unique_ptr<Callback>> list;
-    list.push_back(std::make_unique<UserCallbacks>(callbacks, setup.paths.save_dir));
+    list.push_back(std::make_unique<UserCallbacks>(callbacks, setup.paths.save_dir,
+                                                   model_family(*setup.model).loss_names));
     return list;
   });
   TrainResult r;
