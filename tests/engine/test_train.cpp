@@ -408,6 +408,16 @@ TEST(Evolve, MutationKeepsLimitsAndFixedGenes) {
   int first = 0;
   for (int k = 0; k < 200; ++k) first += yolo::select_parent(rows, rng)[0] == 1;
   EXPECT_GT(first, 150);
+  // The family's fitness decides: row 0 leads on mAP50, row 1 on mAP50-95 alone (anchor-free).
+  rows[0][2] = 0.9, rows[0][3] = 0.1;
+  rows[1][2] = 0.0, rows[1][3] = 0.15;
+  int yolov5_first = 0, anchor_free_first = 0;
+  for (int k = 0; k < 200; ++k) {
+    yolov5_first += yolo::select_parent(rows, rng, 0.1)[0] == 1;
+    anchor_free_first += yolo::select_parent(rows, rng, 0.0)[0] == 1;
+  }
+  EXPECT_GT(yolov5_first, 190);
+  EXPECT_LT(anchor_free_first, 10);
 }
 
 TEST_F(TrainTest, RunDirsIncrementAndOptionsAreSaved) {

@@ -63,7 +63,9 @@ double constrain(double v, const EvolveGene& g) {
   return std::round(v * 1e5) / 1e5;
 }
 
-double row_fitness(const std::vector<double>& r) { return fitness(r[2], r[3]); }
+double row_fitness(const std::vector<double>& r, double map50_weight) {
+  return fitness(r[2], r[3], map50_weight);
+}
 
 // evolve.csv's rows as results then genes in evolve_genes() order, found by column name: a file
 // written with fewer genes (an older trainer's) gets `start`'s value for the ones it lacks.
@@ -118,14 +120,15 @@ std::vector<double> mutate(const std::vector<double>& parent, std::mt19937_64& r
 }
 
 std::vector<double> select_parent(const std::vector<std::vector<double>>& rows,
-                                  std::mt19937_64& rng) {
+                                  std::mt19937_64& rng, double map50_weight) {
+  const auto fit = [&](const std::vector<double>& r) { return row_fitness(r, map50_weight); };
   std::vector<std::vector<double>> top = rows;
   std::stable_sort(top.begin(), top.end(),
-                   [](const auto& a, const auto& b) { return row_fitness(a) > row_fitness(b); });
+                   [&](const auto& a, const auto& b) { return fit(a) > fit(b); });
   top.resize(std::min<size_t>(5, top.size()));
-  double lo = row_fitness(top.back());
+  double lo = fit(top.back());
   std::vector<double> w;
-  for (const auto& r : top) w.push_back(row_fitness(r) - lo + 1e-6);
+  for (const auto& r : top) w.push_back(fit(r) - lo + 1e-6);
   std::discrete_distribution<size_t> pick(w.begin(), w.end());
   const auto& r = top[pick(rng)];
   return std::vector<double>(r.begin() + val_metric_columns().size(), r.end());
@@ -141,8 +144,12 @@ std::string evolve(const TrainConfig& cfg) {
                  best_yaml = fs::path(dir) / "hyp_evolve.yaml";
   const auto& genes = evolve_genes();
   const Hyp base = load_hyp(opt.hyp);
+  const std::string model_yaml =
+      cfg.model_yaml().empty() ? read_model_yaml(opt.cfg) : cfg.model_yaml();
+  const ModelFamily& family = model_family(parse_model_spec_string(model_yaml, opt.cfg));
+  const double w50 = family.fitness_map50;
   // A hyp file without `anchors` starts from 3 per level, as YOLOv5's evolution.
-  const bool evolve_anchors = !opt.noautoanchor;
+  const bool evolve_anchors = family.fits_anchors && !opt.noautoanchor;
   const size_t anchors_gene = static_cast<size_t>(
       std::find_if(genes.begin(), genes.end(), [](const auto& g) { return g.key == "anchors"; }) -
       genes.begin());
@@ -151,10 +158,7 @@ std::string evolve(const TrainConfig& cfg) {
     const bool unset = g.key == "anchors" && !base.has_anchors;
     start.push_back(constrain(unset ? 3.0 : base.at(g.key), g));
   }
-  const std::string model_yaml =
-      cfg.model_yaml().empty() ? read_model_yaml(opt.cfg) : cfg.model_yaml();
-  std::vector<std::string> columns =
-      val_metric_columns(model_family(parse_model_spec_string(model_yaml, opt.cfg)).loss_names);
+  std::vector<std::string> columns = val_metric_columns(family.loss_names);
   for (const auto& gn : genes) columns.push_back(gn.key);
   if (fs::exists(evolve_csv)) {
     const ResultsTable old = read_results_csv(evolve_csv.string());
@@ -174,7 +178,7 @@ std::string evolve(const TrainConfig& cfg) {
     std::vector<std::vector<double>> rows;
     if (fs::exists(evolve_csv)) rows = gene_rows(read_results_csv(evolve_csv.string()), start);
     std::mt19937_64 rng(static_cast<uint64_t>(opt.seed) * 1000003ULL + rows.size());
-    std::vector<double> genome = rows.empty() ? start : mutate(select_parent(rows, rng), rng);
+    std::vector<double> genome = rows.empty() ? start : mutate(select_parent(rows, rng, w50), rng);
     if (!evolve_anchors) genome[anchors_gene] = 0;  // recorded as 0: the model's own anchors
     const Hyp hyp = genome_hyp(base, genome, evolve_anchors);
     const std::string hyp_path = (fs::path(dir) / "hyp_generation.yaml").string();
@@ -209,8 +213,8 @@ std::string evolve(const TrainConfig& cfg) {
     append_csv_row(evolve_csv.string(), columns, row);
     // The best generation so far becomes hyp_evolve.yaml.
     rows = gene_rows(read_results_csv(evolve_csv.string()), start);
-    const auto best = std::max_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-      return row_fitness(a) < row_fitness(b);
+    const auto best = std::max_element(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+      return row_fitness(a, w50) < row_fitness(b, w50);
     });
     const Hyp best_hyp =
         genome_hyp(base,
@@ -219,8 +223,8 @@ std::string evolve(const TrainConfig& cfg) {
                    evolve_anchors);
     std::ofstream y(best_yaml);
     y << "# YOLOv5 C++ hyperparameter evolution results\n# Best generation: "
-      << (best - rows.begin()) << "\n# Last generation: " << rows.size() - 1
-      << "\n# Fitness (0.1 mAP50 + 0.9 mAP50-95): " << row_fitness(*best) << "\n\n"
+      << (best - rows.begin()) << "\n# Last generation: " << rows.size() - 1 << "\n# Fitness ("
+      << w50 << " mAP50 + " << 1 - w50 << " mAP50-95): " << row_fitness(*best, w50) << "\n\n"
       << yaml_dump(hyp_to_yaml(best_hyp));
   }
   plot_evolve(evolve_csv.string(), (fs::path(dir) / "evolve.png").string());

@@ -25,9 +25,10 @@ const std::vector<EvolveGene>& evolve_genes();
 // 5 decimals. Changes at least one gene with a non-zero gain.
 std::vector<double> mutate(const std::vector<double>& parent, std::mt19937_64& rng);
 
-// Picks the parent from evolve.csv rows (7 results, then genes): fitness-weighted among the 5 best.
+// Picks the parent from evolve.csv rows (7 results, then genes): fitness-weighted among the 5 best,
+// the fitness weighing mAP50 by `map50_weight` (the model family's: 0.1 YOLOv5, 0 anchor-free).
 std::vector<double> select_parent(const std::vector<std::vector<double>>& rows,
-                                  std::mt19937_64& rng);
+                                  std::mt19937_64& rng, double map50_weight = 0.1);
 
 // Runs cfg.opt().evolve generations, each trained with cfg.evolve_generation(); returns the
 // evolve run dir.
