@@ -244,10 +244,10 @@ auto saved_fields(const Options& o) {
   return std::tie(o.weights, o.cfg, o.data, o.hyp, o.epochs, o.batch_size, o.imgsz, o.rect,
                   o.resume, o.resume_path, o.nosave, o.noval, o.noautoanchor, o.noplots, o.evolve,
                   o.cache, o.image_weights, o.device, o.multi_scale, o.single_cls, o.optimizer,
-                  o.sync_bn, o.workers, o.project, o.name, o.exist_ok, o.quad, o.cos_lr,
-                  o.label_smoothing, o.patience, o.freeze, o.save_period, o.seed, o.deterministic,
-                  o.memory_format, o.augment_device, o.local_rank, o.dist_backend, o.dist_timeout,
-                  o.save_dir);
+                  o.sync_bn, o.workers, o.project, o.name, o.exist_ok, o.quad, o.close_mosaic,
+                  o.cos_lr, o.label_smoothing, o.patience, o.freeze, o.save_period, o.seed,
+                  o.deterministic, o.memory_format, o.augment_device, o.local_rank, o.dist_backend,
+                  o.dist_timeout, o.save_dir);
 }
 
 std::vector<std::string> split_words(const std::string& line) {
@@ -281,7 +281,8 @@ TEST(Options, EveryFlagRoundTripsThroughOptYaml) {
       "--weights w.pt --cfg m.yaml --data d.yaml --hyp h.yaml --epochs 7 --batch 32 --img 320 "
       "--rect --resume runs/x/weights/last.pt --nosave --noval --noautoanchor --noplots "
       "--evolve 5 --cache disk --image-weights --device 0,1 --multi-scale --single-cls "
-      "--optimizer AdamW --sync_bn --workers 3 --project p --name n --exist-ok --quad --cos-lr "
+      "--optimizer AdamW --sync_bn --workers 3 --project p --name n --exist-ok --quad "
+      "--close-mosaic 4 --cos-lr "
       "--label-smoothing 0.1 --patience 9 --freeze 0 1 2 --save-period 2 --seed -4 "
       "--deterministic --memory-format contiguous --augment-device cuda --local-rank 1 "
       "--dist-backend gloo "
@@ -299,17 +300,21 @@ TEST(Options, EveryFlagRoundTripsThroughOptYaml) {
 
 TEST(Options, OptYamlKeysAndValueFormsAreYolov5s) {
   const YAML::Node n = yolo::options_to_yaml(Options{});
-  EXPECT_EQ(keys_of(n), (std::vector<std::string>{
-                            "weights",       "cfg",           "data",           "hyp",
-                            "epochs",        "batch_size",    "imgsz",          "rect",
-                            "resume",        "nosave",        "noval",          "noautoanchor",
-                            "noplots",       "evolve",        "cache",          "image_weights",
-                            "device",        "multi_scale",   "single_cls",     "optimizer",
-                            "sync_bn",       "workers",       "project",        "name",
-                            "exist_ok",      "quad",          "cos_lr",         "label_smoothing",
-                            "patience",      "freeze",        "save_period",    "seed",
-                            "deterministic", "memory_format", "augment_device", "local_rank",
-                            "dist_backend",  "dist_timeout",  "save_dir"}));
+  // clang-format off
+  const std::vector<std::string> want = {
+      "weights",         "cfg",             "data",            "hyp",
+      "epochs",          "batch_size",      "imgsz",           "rect",
+      "resume",          "nosave",          "noval",           "noautoanchor",
+      "noplots",         "evolve",          "cache",           "image_weights",
+      "device",          "multi_scale",     "single_cls",      "optimizer",
+      "sync_bn",         "workers",         "project",         "name",
+      "exist_ok",        "quad",            "close_mosaic",    "cos_lr",
+      "label_smoothing", "patience",        "freeze",          "save_period",
+      "seed",            "deterministic",   "memory_format",   "augment_device",
+      "local_rank",      "dist_backend",    "dist_timeout",    "save_dir",
+  };
+  // clang-format on
+  EXPECT_EQ(keys_of(n), want);
   EXPECT_EQ(n["resume"].Scalar(), "false");
   EXPECT_TRUE(n["evolve"].IsNull());
   EXPECT_TRUE(n["cache"].IsNull());

@@ -225,7 +225,8 @@ TEST_F(TrainTest, EndToEndWritesEverythingAndValReproducesIt) {
       const float ih = std::min(boxes[a].y2, boxes[b].y2) - std::max(boxes[a].y1, boxes[b].y1);
       const float inter = std::max(iw, 0.f) * std::max(ih, 0.f);
       auto area = [](const yolo::Detection& d) { return (d.x2 - d.x1) * (d.y2 - d.y1); };
-      EXPECT_LE(inter / (area(boxes[a]) + area(boxes[b]) - inter), agnostic.iou_thres + 1e-3);
+      // The default NMS IoU of a YOLOv5 model (-1: the family's) is detect.py's 0.45.
+      EXPECT_LE(inter / (area(boxes[a]) + area(boxes[b]) - inter), 0.45 + 1e-3);
     }
   }
 
