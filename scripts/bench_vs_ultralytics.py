@@ -1,6 +1,7 @@
 """Our train against Ultralytics 8.4.190's on the same data, model YAML, settings and torch: the
 whole run's seconds (set-up, every epoch's training and validation, the final validation), the
-peak resident memory, and each epoch's mAP50-95.
+steady epoch (training and validation, from the end of epoch 1 to the end of the last, per epoch),
+the peak resident memory, and each epoch's mAP50-95.
 
 Both train from scratch with AdamW at Ultralytics' `optimizer=auto` choice for a short run
 (lr0 = 0.01 / (4 + nc), beta1 0.9, bias warmup from 0), mosaic on throughout (close_mosaic 0),
@@ -44,13 +45,27 @@ def results(csv_path):
     return [{k.strip(): float(v) for k, v in r.items()} for r in rows]
 
 
-def run(cmd, env, log):
+def run(cmd, env, log, epoch_end=None):
+    """Runs cmd with its output in log; returns the wall seconds and the times (from the start)
+    at which lines starting with epoch_end appeared."""
     t0 = time.time()
+    marks = []
     with open(log, "w") as f:
-        p = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, errors="replace")
+        for line in p.stdout:  # universal newlines: progress bars' carriage returns end lines
+            f.write(line)
+            if epoch_end and line.strip().startswith(epoch_end):
+                marks.append(time.time() - t0)
+        p.wait()
     if p.returncode:
         sys.exit(f"{cmd[0]} failed; see {log}")
-    return time.time() - t0
+    return time.time() - t0, marks
+
+
+def steady(ends):
+    """Seconds per epoch after the first, from the times at which epochs ended."""
+    return (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else float("nan")
 
 
 env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), YOLO_FIXED_THREADS="1")
@@ -60,7 +75,8 @@ cmd = [a.train, "--data", a.data, "--cfg", a.cfg, "--hyp", hyp_file, "--optimize
        "--seed", str(a.seed), "--close-mosaic", "0", "--workers", "0", "--device", "cpu",
        "--noplots", "--project", ours_dir, "--name", "exp", "--exist-ok"]
 ours_log = os.path.join(a.out, "ours.log")
-ours_total = run(["/usr/bin/time", "-v", *cmd], env, ours_log)
+# Each epoch ends with validation's "all" row.
+ours_total, ours_ends = run(["/usr/bin/time", "-v", *cmd], env, ours_log, epoch_end="all ")
 ours_rss = [int(line.split()[-1]) for line in open(ours_log) if "Maximum resident" in line][0]
 ours_map = [r["metrics/mAP_0.5:0.95"] for r in results(os.path.join(ours_dir, "exp", "results.csv"))]
 
@@ -90,8 +106,9 @@ YOLO({a.cfg!r}).train(data={ul_data!r}, epochs={a.epochs}, imgsz={a.imgsz}, batc
     exist_ok=True, verbose=False)
 """
 theirs_log = os.path.join(a.out, "ultralytics.log")
-theirs_total = run(["/usr/bin/time", "-v", sys.executable, "-c", script], env, theirs_log)
+theirs_total, _ = run(["/usr/bin/time", "-v", sys.executable, "-c", script], env, theirs_log)
 rows = results(os.path.join(theirs_dir, "exp", "results.csv"))
+theirs_ends = [r["time"] for r in rows]  # seconds from the start of training to each epoch's end
 theirs_rss = [int(line.split()[-1]) for line in open(theirs_log) if "Maximum resident" in line][0]
 theirs_map = [r["metrics/mAP50-95(B)"] for r in rows]
 
@@ -101,6 +118,8 @@ print(f"{a.cfg} from scratch, {a.epochs} epochs, imgsz {a.imgsz}, batch {a.batch
 print("| | ours | Ultralytics 8.4.190 | ours / theirs |")
 print("|---|---|---|---|")
 print(f"| whole run, s | {ours_total:.0f} | {theirs_total:.0f} | {ours_total / theirs_total:.2f} |")
+ours_epoch, theirs_epoch = steady(ours_ends[:a.epochs]), steady(theirs_ends)
+print(f"| steady epoch, s | {ours_epoch:.2f} | {theirs_epoch:.2f} | {ours_epoch / theirs_epoch:.2f} |")
 print(f"| peak resident memory, MB | {ours_rss / 1024:.0f} | {theirs_rss / 1024:.0f} | "
       f"{ours_rss / theirs_rss:.2f} |")
 print("mAP50-95 per epoch, ours:       " + " ".join(f"{v:.3f}" for v in ours_map))

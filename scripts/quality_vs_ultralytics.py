@@ -2,7 +2,7 @@
 train the model YAML from scratch on the same data with the same settings
 (scripts/bench_vs_ultralytics.py), then the learning curves are put side by side: mean mAP50-95
 per epoch, the final mAP50-95 (mean, standard deviation, range), the first epoch at which each
-run reaches --threshold, and the whole runs' time ratio.
+run reaches --threshold, and the time ratios of the whole runs and of their steady epochs.
 
 Usage (through scripts/quality_vs_ultralytics.sh): quality_vs_ultralytics.py --train BIN
        --data DATA.yaml --out DIR [--seeds 5] [--threshold 0.01] [bench_vs_ultralytics.py flags]"""
@@ -33,7 +33,7 @@ def first_epoch(values):
     return next((i + 1 for i, v in enumerate(values) if v >= a.threshold), None)
 
 
-ours, theirs, ratios = [], [], []
+ours, theirs, ratios, epoch_ratios = [], [], [], []
 for seed in range(a.seeds):
     out = os.path.join(a.out, f"seed{seed}")
     p = subprocess.run([sys.executable, bench, "--train", a.train, "--data", a.data, "--out", out,
@@ -42,11 +42,13 @@ for seed in range(a.seeds):
         sys.exit(f"seed {seed}: {p.stdout[-1000:]}{p.stderr[-2000:]}")
     m = re.search(r"\| whole run, s \| (\d+) \| (\d+) \|", p.stdout)
     ratios.append(int(m.group(1)) / int(m.group(2)))
+    m = re.search(r"\| steady epoch, s \| ([\d.]+) \| ([\d.]+) \|", p.stdout)
+    epoch_ratios.append(float(m.group(1)) / float(m.group(2)))
     ours.append(curve(os.path.join(out, "ours", "exp", "results.csv"), "metrics/mAP_0.5:0.95"))
     theirs.append(curve(os.path.join(out, "ultralytics", "exp", "results.csv"),
                         "metrics/mAP50-95(B)"))
     print(f"seed {seed}: final mAP50-95 ours {ours[-1][-1]:.4f}, Ultralytics {theirs[-1][-1]:.4f}, "
-          f"time ratio {ratios[-1]:.2f}", flush=True)
+          f"time ratio {ratios[-1]:.2f} (steady epoch {epoch_ratios[-1]:.2f})", flush=True)
 
 
 def summary(name, runs):
@@ -69,5 +71,5 @@ print("|---" * (epochs + 1) + "|")
 for name, runs in (("ours", ours), ("Ultralytics", theirs)):
     means = [statistics.mean(r[e] for r in runs) for e in range(epochs)]
     print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in means) + " |")
-print(f"\nwhole run, ours / Ultralytics: mean {statistics.mean(ratios):.2f} "
-      f"[{min(ratios):.2f}-{max(ratios):.2f}]")
+for name, r in (("whole run", ratios), ("steady epoch", epoch_ratios)):
+    print(f"{name}, ours / Ultralytics: mean {statistics.mean(r):.2f} [{min(r):.2f}-{max(r):.2f}]")

@@ -15,7 +15,9 @@ import argparse
 import datetime
 import os
 import sys
-import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import our_checkpoint  # noqa: E402
 
 
 def fail(msg):
@@ -28,30 +30,20 @@ def main():
     ap.add_argument("output", help="where to write the Ultralytics checkpoint")
     a = ap.parse_args()
 
-    import torch
     import yaml
     try:
         import ultralytics
         from ultralytics.nn.tasks import DetectionModel
     except ImportError as e:
         fail(f"Ultralytics is not importable ({e}); pip install ultralytics==8.4.190")
-    if not os.path.isfile(a.weights):
-        fail(f"{a.weights}: no such file")
-    if not zipfile.is_zipfile(a.weights):
-        fail(f"{a.weights}: not a checkpoint written by train (not a torch.save zip archive)")
-    try:  # this trainer's checkpoints hold only tensors, numbers and strings
-        ck = torch.load(a.weights, map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 - any unreadable file ends the same way
-        fail(f"{a.weights}: not a checkpoint written by train (it holds pickled objects)")
-    if not isinstance(ck, dict) or not isinstance(ck.get("model"), dict):
-        fail(f"{a.weights}: no 'model' weights dict; is it a checkpoint written by train?")
+    ck = our_checkpoint.read(a.weights, fail)
     if not ck.get("model_yaml"):
         fail(f"{a.weights}: no model YAML in the checkpoint; train writes one")
     cfg = yaml.safe_load(ck["model_yaml"])
     if "scales" not in cfg:
         fail(f"{a.weights}: a YOLOv5 model (its YAML has no 'scales'); use scripts/to_yolov5.py")
     sd = ck["model"]
-    last = max(int(k.split(".")[1]) for k in sd if k.startswith("model."))
+    last = our_checkpoint.last_layer(sd)
     cls_out = sd.get(f"model.{last}.cv3.0.2.weight")
     if cls_out is None:
         fail(f"{a.weights}: no anchor-free Detect layer (model.{last}.cv3.0.2.weight)")
@@ -61,14 +53,7 @@ def main():
         fail(f"{a.weights}: 'names' lists {len(names)} classes, the weights detect {nc}")
     cfg["nc"] = nc
     model = DetectionModel(cfg, ch=3, nc=nc, verbose=False)
-    try:
-        missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()},
-                                                    strict=False)
-    except RuntimeError as e:  # shapes differ
-        missing, unexpected = [str(e).splitlines()[-1].strip()], []
-    if missing or unexpected:
-        fail(f"the weights do not fit the model YAML: missing {missing[:5]}, unexpected "
-             f"{unexpected[:5]}")
+    our_checkpoint.load_weights(model, sd, fail)
     model.names = dict(enumerate(names))
     model.eval()
     for p in model.parameters():
@@ -80,9 +65,7 @@ def main():
            "model": model.half(), "ema": None, "updates": None, "optimizer": None,
            "scaler": None, "train_args": {"task": "detect", "imgsz": imgsz},
            "train_metrics": {}, "train_results": {}}
-    tmp = a.output + ".tmp"
-    torch.save(out, tmp)
-    os.replace(tmp, a.output)
+    our_checkpoint.save(out, a.output)
     print(f"{a.output}: Ultralytics checkpoint, {nc} classes, stride "
           f"{model.stride.int().tolist()}, {sum(p.numel() for p in model.parameters())} parameters")
 

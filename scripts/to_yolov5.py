@@ -18,7 +18,9 @@ import argparse
 import datetime
 import os
 import sys
-import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import our_checkpoint  # noqa: E402
 
 
 def fail(msg):
@@ -110,27 +112,17 @@ def main():
                          "or pip (the yolov5 package)")
     a = ap.parse_args()
 
-    import torch
     import yaml
     DetectionModel, package = import_yolov5(a.yolov5)
     yolov5_dir = os.path.dirname(os.path.dirname(sys.modules[DetectionModel.__module__].__file__))
-    if not os.path.isfile(a.weights):
-        fail(f"{a.weights}: no such file")
-    if not zipfile.is_zipfile(a.weights):
-        fail(f"{a.weights}: not a checkpoint written by train (not a torch.save zip archive)")
-    try:  # this trainer's checkpoints hold only tensors, numbers and strings
-        ck = torch.load(a.weights, map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 - any unreadable file ends the same way
-        fail(f"{a.weights}: not a checkpoint written by train (it holds pickled objects)")
-    if not isinstance(ck, dict) or not isinstance(ck.get("model"), dict):
-        fail(f"{a.weights}: no 'model' weights dict; is it a checkpoint written by train?")
+    ck = our_checkpoint.read(a.weights, fail)
     sd = ck["model"]
     opt = yaml.safe_load(ck.get("opt") or "") or {}
     hyp = yaml.safe_load(ck.get("hyp") or "") or {}
 
     # The Detect layer is the last one: anchors (nl, na, 2) and one 1x1 conv per level with
     # na * (5 + nc) outputs.
-    last = max(int(k.split(".")[1]) for k in sd if k.startswith("model."))
+    last = our_checkpoint.last_layer(sd)
     anchors, head = sd.get(f"model.{last}.anchors"), sd.get(f"model.{last}.m.0.weight")
     if anchors is None or head is None:
         fail(f"{a.weights}: no Detect layer (model.{last}.anchors, model.{last}.m.0.weight)")
@@ -140,14 +132,7 @@ def main():
     else:
         cfg = read_yaml(find_cfg(opt, a.cfg, yolov5_dir), "cfg")
     model = DetectionModel(cfg, ch=3, nc=nc)
-    try:
-        missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()},
-                                                    strict=False)
-    except RuntimeError as e:  # shapes differ: another model size
-        missing, unexpected = [str(e).splitlines()[-1].strip()], []
-    if missing or unexpected:
-        fail(f"the weights do not fit the model YAML: missing {missing[:5]}, unexpected "
-             f"{unexpected[:5]}; give the run's model YAML with --cfg")
+    our_checkpoint.load_weights(model, sd, fail, "; give the run's model YAML with --cfg")
     saved = ck.get("names")
     if saved and not a.data:  # the classes the checkpoint carries
         if len(saved) != nc:
@@ -165,9 +150,7 @@ def main():
            "date": ck.get("date") or datetime.datetime.now().isoformat()}
     undo = rename_for_repo(model, package) if a.layout == "repo" and package else (lambda: None)
     try:
-        tmp = a.output + ".tmp"
-        torch.save(out, tmp)
-        os.replace(tmp, a.output)
+        our_checkpoint.save(out, a.output)
     finally:
         undo()
     print(f"{a.output}: YOLOv5 v7.0 checkpoint ({a.layout} layout), {nc} classes, stride "

@@ -4,6 +4,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,21 +26,26 @@ namespace {
 
 const std::vector<std::string> kNames = {"circle", "rect'angle", "tri\"ang\\le"};
 
-class ExportTest : public ::testing::Test {
+// A model of configs/models/<cfg>.yaml with 3 classes, fused for export, and a scratch folder.
+class ModelExportTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void build(const std::string& cfg) {
     torch::manual_seed(0);
-    model_ = yolo::build_model(yolo::project_root() + "/configs/models/yolov5n.yaml", 3);
+    model_ = yolo::build_model(yolo::project_root() + "/configs/models/" + cfg + ".yaml", 3);
     model_->eval();
     model_->fuse();
-    dir_ = fs::temp_directory_path() /
-           ("yolo_export_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = "yolo_export_test_" + std::to_string(::getpid()) + "_" + test->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / name;
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
 
-  torch::Tensor expected(const torch::Tensor& x) {
+  // The model's rows: (B, N, 5 + nc) with objectness 1 for anchor-free models.
+  torch::Tensor rows(const torch::Tensor& x) {
     torch::NoGradGuard no_grad;
     return model_->forward(x).pred;
   }
@@ -48,14 +54,21 @@ class ExportTest : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }
-  static void expect_close(const torch::Tensor& got, const torch::Tensor& want) {
+  static void expect_close(const torch::Tensor& got, const torch::Tensor& want,
+                           double atol = 1e-4) {
     ASSERT_EQ(got.sizes(), want.sizes());
-    EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-4))
+    EXPECT_TRUE(torch::allclose(got, want, 1e-4, atol))
         << "max difference " << (got - want).abs().max().item<double>();
   }
 
   yolo::DetectionModel model_{nullptr};
   fs::path dir_;
+};
+
+class ExportTest : public ModelExportTest {
+ protected:
+  void SetUp() override { build("yolov5n"); }
+  torch::Tensor expected(const torch::Tensor& x) { return rows(x); }
 };
 
 TEST(Float16Bits, EqualTorchsRounding) {
@@ -200,36 +213,18 @@ TEST_F(ExportTest, NoModelIsRefusedNamingTheFile) {
 
 // Ultralytics' anchor-free models (C2f, C3k2, C2PSA's attention, the DFL head) written in
 // Ultralytics' layout (B, 4 + nc, N) with its metadata, and read back by val and detect's loader.
-class AnchorFreeExportTest : public ::testing::TestWithParam<std::string> {
+class AnchorFreeExportTest : public ModelExportTest,
+                             public ::testing::WithParamInterface<std::string> {
  protected:
-  void SetUp() override {
-    torch::manual_seed(0);
-    model_ = yolo::build_model(yolo::project_root() + "/configs/models/" + GetParam() + ".yaml", 3);
-    model_->eval();
-    model_->fuse();
-    dir_ = fs::temp_directory_path() / ("yolo_export_af_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { build(GetParam()); }
 
-  // The model's rows (objectness 1) and Ultralytics' channels-first form of them.
-  torch::Tensor rows(const torch::Tensor& x) {
-    torch::NoGradGuard no_grad;
-    return model_->forward(x).pred;
-  }
+  // Ultralytics' channels-first form of the model's rows.
   torch::Tensor channels_first(const torch::Tensor& x) {
     const torch::Tensor y = rows(x);
     return torch::cat({y.slice(2, 0, 4), y.slice(2, 5)}, 2).transpose(1, 2);
   }
-  std::string write(const std::string& name, const std::string& bytes) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
   static void expect_close(const torch::Tensor& got, const torch::Tensor& want) {
-    ASSERT_EQ(got.sizes(), want.sizes());
-    EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-3))
-        << "max difference " << (got - want).abs().max().item<double>();
+    ModelExportTest::expect_close(got, want, 1e-3);
   }
   yolo::ExportDescription description() const {
     yolo::ExportDescription d;
@@ -239,9 +234,6 @@ class AnchorFreeExportTest : public ::testing::TestWithParam<std::string> {
     d.width = 96;
     return d;
   }
-
-  yolo::DetectionModel model_{nullptr};
-  fs::path dir_;
 };
 
 TEST_P(AnchorFreeExportTest, TorchScriptMatchesTheModelAtAnyShape) {
@@ -295,19 +287,34 @@ TEST_P(AnchorFreeExportTest, OnnxRunsInOpenCvDnnAsTheModel) {
   }
 }
 
-// Another task's file (Ultralytics' segment export) is refused by name.
+// Another task's file (Ultralytics' segment export) is refused by name, as ONNX or TorchScript.
 TEST_P(AnchorFreeExportTest, AnotherTasksFileIsRefused) {
-  if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
-  yolo::OnnxOptions o;
-  o.height = o.width = 64;
-  o.names = kNames;
-  o.metadata = {{"task", "segment"}};
-  const std::string path = write("seg.onnx", yolo::onnx_model_bytes(yolo::lower_model(*model_), o));
-  try {
-    yolo::InferenceModel im(path, {});
-    FAIL() << "a segment model loaded";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("'segment' model"), std::string::npos) << e.what();
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  std::vector<std::string> paths;
+  yolo::TorchScriptOptions t;
+  t.names = kNames;
+  t.config_json = yolo::ultralytics_config_json(description());
+  const std::string detect_task = "\"task\": \"detect\"";
+  const size_t at = t.config_json.find(detect_task);
+  ASSERT_NE(at, std::string::npos) << t.config_json;
+  t.config_json.replace(at, detect_task.size(), "\"task\": \"segment\"");
+  paths.push_back(write("seg.torchscript", yolo::torchscript_bytes(g, t)));
+  if (yolo::onnx_export_available()) {
+    yolo::OnnxOptions o;
+    o.height = o.width = 64;
+    o.names = kNames;
+    o.metadata = {{"task", "segment"}};
+    paths.push_back(write("seg.onnx", yolo::onnx_model_bytes(g, o)));
+  }
+  for (const std::string& path : paths) {
+    try {
+      yolo::InferenceModel im(path, {});
+      FAIL() << "a segment model loaded: " << path;
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'segment' model"), std::string::npos) << what;
+      EXPECT_EQ(what.find("config.txt is not"), std::string::npos) << what;
+    }
   }
 }
 

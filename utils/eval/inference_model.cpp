@@ -211,6 +211,7 @@ void InferenceModel::load_torchscript(const std::string& weights) {
                              "it with export or YOLOv5's export.py");
   }
   int64_t stride = 0;
+  std::string task;
   try {
     const YAML::Node c = YAML::Load(extra["config.txt"]);
     if (!c.IsMap()) throw std::runtime_error("not a mapping");
@@ -232,19 +233,20 @@ void InferenceModel::load_torchscript(const std::string& weights) {
     } else {
       throw std::runtime_error("key 'names' is not a list or a mapping of class names");
     }
-    if (c["task"]) check_task(weights, c["task"].as<std::string>());
+    if (c["task"]) task = c["task"].as<std::string>();
     const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
     if (!dynamic && c["shape"] && c["shape"].IsSequence() && c["shape"].size() == 4) {
       fixed_h_ = c["shape"][2].as<int64_t>();
       fixed_w_ = c["shape"][3].as<int64_t>();
     }
   } catch (const YAML::Exception& e) {
-    throw std::runtime_error(weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" +
-                             e.msg + ")");
+    throw std::runtime_error(weights + ": its config.txt is not YOLOv5's or Ultralytics' " +
+                             "{shape, stride, names} (" + e.msg + ")");
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(weights + ": its config.txt is not YOLOv5's {shape, stride, names} (" +
-                             e.what() + ")");
+    throw std::runtime_error(weights + ": its config.txt is not YOLOv5's or Ultralytics' " +
+                             "{shape, stride, names} (" + e.what() + ")");
   }
+  if (!task.empty()) check_task(weights, task);
   check_metadata(weights, "config.txt ", stride, names_, fixed_h_, fixed_w_);
   stride_ = static_cast<int>(stride);
 }
