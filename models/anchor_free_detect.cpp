@@ -15,8 +15,28 @@ torch::nn::Conv2d out_conv(int c1, int c2) {
 Conv dw_conv(int c1, int c2, int k) { return Conv(c1, c2, k, 1, -1, std::gcd(c1, c2)); }
 }  // namespace
 
+namespace {
+// One level's box and class branches.
+std::pair<Chain, Chain> branches(int x, int c2, int c3, int nc, int reg_max, bool legacy) {
+  Chain box = make_chain(Conv(x, c2, 3), Conv(c2, c2, 3), out_conv(c2, 4 * reg_max));
+  Chain cls = legacy
+                  ? make_chain(Conv(x, c3, 3), Conv(c3, c3, 3), out_conv(c3, nc))
+                  : make_chain(make_chain(dw_conv(x, x, 3), Conv(x, c3, 1)),
+                               make_chain(dw_conv(c3, c3, 3), Conv(c3, c3, 1)), out_conv(c3, nc));
+  return {box, cls};
+}
+
+void copy_values(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  const auto src = from.named_parameters();
+  for (auto& kv : to.named_parameters()) kv.value().copy_(src[kv.key()]);
+  const auto src_buffers = from.named_buffers();
+  for (auto& kv : to.named_buffers()) kv.value().copy_(src_buffers[kv.key()]);
+}
+}  // namespace
+
 AnchorFreeDetectImpl::AnchorFreeDetectImpl(int nc_, int reg_max_, bool legacy,
-                                           const std::vector<int>& ch)
+                                           const std::vector<int>& ch, bool end2end)
     : nc(nc_), nl(static_cast<int>(ch.size())), reg_max(reg_max_), no(nc_ + 4 * reg_max_) {
   const int c2 = std::max({16, ch[0] / 4, 4 * reg_max});
   const int c3 = std::max(ch[0], std::min(nc, 100));
@@ -24,21 +44,37 @@ AnchorFreeDetectImpl::AnchorFreeDetectImpl(int nc_, int reg_max_, bool legacy,
   cv2 = register_module("cv2", torch::nn::ModuleList());
   cv3 = register_module("cv3", torch::nn::ModuleList());
   for (int x : ch) {
-    cv2->push_back(make_chain(Conv(x, c2, 3), Conv(c2, c2, 3), out_conv(c2, 4 * reg_max)));
-    if (legacy) {
-      cv3->push_back(make_chain(Conv(x, c3, 3), Conv(c3, c3, 3), out_conv(c3, nc)));
-    } else {
-      cv3->push_back(make_chain(make_chain(dw_conv(x, x, 3), Conv(x, c3, 1)),
-                                make_chain(dw_conv(c3, c3, 3), Conv(c3, c3, 1)), out_conv(c3, nc)));
-    }
+    auto [box, cls] = branches(x, c2, c3, nc, reg_max, legacy);
+    cv2->push_back(box);
+    cv3->push_back(cls);
   }
   if (reg_max > 1) dfl = register_module("dfl", DFL(reg_max));
+  if (end2end) {  // Ultralytics deep-copies the branches: both start from the same values
+    one2one_cv2 = register_module("one2one_cv2", torch::nn::ModuleList());
+    one2one_cv3 = register_module("one2one_cv3", torch::nn::ModuleList());
+    for (int x : ch) {
+      auto [box, cls] = branches(x, c2, c3, nc, reg_max, legacy);
+      one2one_cv2->push_back(box);
+      one2one_cv3->push_back(cls);
+    }
+    copy_values(*cv2, *one2one_cv2);
+    copy_values(*cv3, *one2one_cv3);
+  }
+}
+
+void AnchorFreeDetectImpl::use_one2one(bool on) {
+  if (on && !has_one2one()) {
+    throw std::runtime_error("this model has no one-to-one (end-to-end) head");
+  }
+  one2one_ = on;
 }
 
 std::vector<torch::Tensor> AnchorFreeDetectImpl::forward_levels(std::vector<torch::Tensor> x) {
+  torch::nn::ModuleList box = one2one_ ? one2one_cv2 : cv2;
+  torch::nn::ModuleList cls = one2one_ ? one2one_cv3 : cv3;
   for (int i = 0; i < nl; ++i) {
     x[i] = torch::cat(
-        {cv2[i]->as<ChainImpl>()->forward(x[i]), cv3[i]->as<ChainImpl>()->forward(x[i])}, 1);
+        {box[i]->as<ChainImpl>()->forward(x[i]), cls[i]->as<ChainImpl>()->forward(x[i])}, 1);
   }
   return x;
 }
@@ -105,11 +141,14 @@ void AnchorFreeDetectImpl::set_strides(const std::vector<float>& strides) {
 
 void AnchorFreeDetectImpl::initialize_biases() {
   torch::NoGradGuard no_grad;
-  for (int i = 0; i < nl; ++i) {
-    cv2[i]->as<ChainImpl>()->last()->as<torch::nn::Conv2d>()->bias.fill_(2.0);
-    const double s = stride[i].item<double>();
-    cv3[i]->as<ChainImpl>()->last()->as<torch::nn::Conv2d>()->bias.fill_(
-        std::log(5.0 / nc / std::pow(640.0 / s, 2)));
+  for (auto [box, cls] : {std::pair{cv2, cv3}, std::pair{one2one_cv2, one2one_cv3}}) {
+    if (box.is_empty()) continue;
+    for (int i = 0; i < nl; ++i) {
+      box[i]->as<ChainImpl>()->last()->as<torch::nn::Conv2d>()->bias.fill_(2.0);
+      const double s = stride[i].item<double>();
+      cls[i]->as<ChainImpl>()->last()->as<torch::nn::Conv2d>()->bias.fill_(
+          std::log(5.0 / nc / std::pow(640.0 / s, 2)));
+    }
   }
 }
 

@@ -3,7 +3,9 @@
 // Convs, then 4*reg_max distance bins) and a class branch `cv3` (two 3x3 Convs in YOLOv8's
 // "legacy" form; a depthwise 3x3 and a 1x1 Conv twice in YOLO11's), then a 1x1 to nc logits.
 // Boxes are the anchor point (each cell's centre) minus and plus the DFL expectations of the
-// left/top/right/bottom distances, times the stride.
+// left/top/right/bottom distances (the raw distances when reg_max is 1), times the stride.
+// YOLO26's end-to-end head (end2end) adds `one2one_cv2` and `one2one_cv3`, copies of the two
+// branches whose top-k output needs no NMS; the one-to-many branches run unless one2one is chosen.
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
@@ -16,9 +18,11 @@ namespace yolo {
 
 class AnchorFreeDetectImpl : public torch::nn::Module, public DetectHead {
  public:
-  AnchorFreeDetectImpl(int nc, int reg_max, bool legacy, const std::vector<int>& ch);
+  AnchorFreeDetectImpl(int nc, int reg_max, bool legacy, const std::vector<int>& ch,
+                       bool end2end = false);
 
-  // Per level (bs, 4*reg_max + nc, ny, nx): distance-bin logits, then class logits.
+  // Per level (bs, 4*reg_max + nc, ny, nx): distance-bin logits, then class logits, from the
+  // one-to-many branches, or the one-to-one ones after use_one2one(true).
   std::vector<torch::Tensor> forward_levels(std::vector<torch::Tensor> x) override;
   // (bs, N, 5+nc): xywh, 1 (no objectness), sigmoid class scores.
   torch::Tensor decode(const std::vector<torch::Tensor>& raw) override;
@@ -31,16 +35,23 @@ class AnchorFreeDetectImpl : public torch::nn::Module, public DetectHead {
   int num_levels() const override { return nl; }
   torch::Tensor level_strides() const override { return stride; }
 
+  bool has_one2one() const { return !one2one_cv2.is_empty(); }
+  // Which branches forward_levels runs (the one-to-one ones need has_one2one()).
+  void use_one2one(bool on);
+  bool uses_one2one() const { return one2one_; }
+
   int nc, nl, reg_max, no;
   torch::Tensor stride;  // (nl), pixels per cell; not part of the state_dict (as Ultralytics)
   torch::nn::ModuleList cv2{nullptr}, cv3{nullptr};
-  DFL dfl{nullptr};  // reg_max > 1
+  DFL dfl{nullptr};                                                  // reg_max > 1
+  torch::nn::ModuleList one2one_cv2{nullptr}, one2one_cv3{nullptr};  // end2end
 
  private:
   // Anchor points (2, N) in cells + 0.5 and strides (1, N) for the levels' sizes, cached.
   void update_anchors(const std::vector<torch::Tensor>& raw);
   std::vector<int64_t> shape_;
   torch::Tensor anchors_, strides_;
+  bool one2one_ = false;
 };
 TORCH_MODULE(AnchorFreeDetect);
 

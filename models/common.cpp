@@ -436,19 +436,20 @@ torch::Tensor expand(const torch::Tensor& x, int s) {
       .view({b, c / (s * s), h * s, w * s});
 }
 
-SPPFImpl::SPPFImpl(int c1, int c2, int k) {
+SPPFImpl::SPPFImpl(int c1, int c2, int k, int n, bool shortcut, bool cv1_act)
+    : n_(n), add_(shortcut && c1 == c2) {
   const int c_ = c1 / 2;
-  cv1 = register_module("cv1", Conv(c1, c_, 1, 1));
-  cv2 = register_module("cv2", Conv(c_ * 4, c2, 1, 1));
+  cv1 = register_module("cv1", Conv(c1, c_, 1, 1, -1, 1, 1, cv1_act));
+  cv2 = register_module("cv2", Conv(c_ * (n + 1), c2, 1, 1));
   m = register_module(
       "m", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(k).stride(1).padding(k / 2)));
 }
 
 torch::Tensor SPPFImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor a = cv1->forward(x);
-  const torch::Tensor y1 = m->forward(a);
-  const torch::Tensor y2 = m->forward(y1);
-  return cv2->forward(torch::cat({a, y1, y2, m->forward(y2)}, 1));
+  std::vector<torch::Tensor> y = {cv1->forward(x)};
+  for (int i = 0; i < n_; ++i) y.push_back(m->forward(y.back()));
+  const torch::Tensor out = cv2->forward(torch::cat(y, 1));
+  return add_ ? out + x : out;
 }
 
 void for_each_conv(torch::nn::Module& module, const std::function<void(ConvImpl&)>& fn) {

@@ -135,13 +135,21 @@ class C3Impl : public torch::nn::Module {
 };
 TORCH_MODULE(C3);
 
-// Spatial pyramid pooling, fast: three chained max-pools equal SPP(k=(5, 9, 13)).
+// Spatial pyramid pooling, fast: three chained max-pools equal SPP(k=(5, 9, 13)). Ultralytics'
+// form takes the number of pools n, a residual (shortcut, when c1 == c2) and a linear cv1
+// (YOLO26's; YOLOv5, YOLOv8 and YOLO11 activate it).
 class SPPFImpl : public torch::nn::Module {
  public:
-  SPPFImpl(int c1, int c2, int k = 5);
+  SPPFImpl(int c1, int c2, int k = 5, int n = 3, bool shortcut = false, bool cv1_act = true);
   torch::Tensor forward(const torch::Tensor& x);
+  int pools() const { return n_; }
+  bool residual() const { return add_; }
   Conv cv1{nullptr}, cv2{nullptr};
   torch::nn::MaxPool2d m{nullptr};
+
+ private:
+  int n_;
+  bool add_;
 };
 TORCH_MODULE(SPPF);
 

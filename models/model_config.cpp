@@ -196,12 +196,8 @@ ModelSpec parse_node(const YAML::Node& root, const std::string& src) {
         throw std::runtime_error(at(src, r) + ": reg_max must be 1 to 64");
       }
     }
-    if (const YAML::Node e = root["end2end"];
-        e && !e.IsNull() && yaml_get<bool>(root, "end2end", src)) {
-      throw std::runtime_error(at(src, e) +
-                               ": end2end heads (one-to-one, without NMS) are not supported; "
-                               "the anchor-free models supported are YOLOv8 and YOLO11 "
-                               "(configs/models/yolov8.yaml, yolo11.yaml)");
+    if (const YAML::Node e = root["end2end"]; e && !e.IsNull()) {
+      spec.end2end = yaml_get<bool>(root, "end2end", src);
     }
   } else {
     parse_anchors(root, src, spec);

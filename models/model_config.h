@@ -1,8 +1,8 @@
 #pragma once
 // A model YAML parsed into plain values, with errors that name the file, the line and the layer at
 // fault. Two schemas: YOLOv5 v7.0's (nc, depth_multiple, width_multiple, anchors, backbone, head)
-// and Ultralytics' anchor-free one (nc, scales, optional reg_max, backbone, head; no anchors),
-// whose scale letter comes from the file name: "yolo11s.yaml" is yolo11.yaml at scale s.
+// and Ultralytics' anchor-free one (nc, scales, optional reg_max and end2end, backbone, head; no
+// anchors), whose scale letter comes from the file name: "yolo11s.yaml" is yolo11.yaml at scale s.
 #include <string>
 #include <vector>
 
@@ -39,6 +39,9 @@ struct ModelSpec {
   std::string scale;
   double max_channels = 0;  // 0: no cap
   int reg_max = 16;
+  // `end2end: True` (YOLO26): the Detect head has a one-to-one copy of its branches, whose top-k
+  // output needs no NMS.
+  bool end2end = false;
 
   int anchors_per_level() const {
     if (anchor_count > 0) return anchor_count;

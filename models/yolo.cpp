@@ -299,10 +299,14 @@ void parse_block(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, int n,
     const double e = opt_num(5, 0.5);
     repeat_module(p, n, c1,
                   [&](int cin) { return make_c3_variant("C3SPP", cin, c2, 1, sc, g, e, k); });
-  } else {  // SPPF
-    a.expect_count(1, 2);
+  } else {  // SPPF [c2, k=5, n=3, shortcut=False]
+    a.expect_count(1, 4);
     if (n != 1) throw std::runtime_error(a.where() + ": SPPF cannot repeat (number must be 1)");
-    p.use(SPPF(c1, c2, opt_int(1, 5)));
+    const int pools = opt_int(2, 3);
+    if (pools < 1) throw std::runtime_error(a.where() + ": SPPF needs at least one pool");
+    // Rows of one or two arguments (YOLOv5, YOLOv8, YOLO11) activate cv1; longer rows (YOLO26's
+    // [1024, 5, 3, True]) leave it linear, as Ultralytics decides.
+    p.use(SPPF(c1, c2, opt_int(1, 5), pools, opt_bool(3, false), L.args.size() <= 2));
   }
 }
 
@@ -407,10 +411,12 @@ void parse_anchor_free_detect(ParsedLayer& p, const ArgReader& a, const ModelSpe
   a.expect_count(1, 1);
   bool legacy = true;
   for (size_t k = 0; k < i; ++k) legacy = legacy && spec.layers[k].module != "C3k2";
-  auto head = AnchorFreeDetect(a.integer(0, spec.nc), spec.reg_max, legacy, p.from_ch);
+  auto head =
+      AnchorFreeDetect(a.integer(0, spec.nc), spec.reg_max, legacy, p.from_ch, spec.end2end);
   p.head = head.ptr();
   p.mod = head.ptr();
-  p.shown_args = {std::to_string(spec.nc), std::to_string(spec.reg_max), "None"};
+  p.shown_args = {std::to_string(spec.nc), std::to_string(spec.reg_max),
+                  spec.end2end ? "True" : "None"};
 }
 
 void parse_detect(ParsedLayer& p, const LayerSpec& L, const ArgReader& a, const ModelSpec& spec,

@@ -318,6 +318,7 @@ TEST_P(AnchorFreeExportTest, AnotherTasksFileIsRefused) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, AnchorFreeExportTest, ::testing::Values("yolov8n", "yolo11n"));
+INSTANTIATE_TEST_SUITE_P(Families, AnchorFreeExportTest,
+                         ::testing::Values("yolov8n", "yolo11n", "yolo26n"));
 
 }  // namespace

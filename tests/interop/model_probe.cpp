@@ -4,13 +4,15 @@
 //       model in eval mode (fused, or with test-time augmentation) on IN's tensor `x`, writes the
 //       decoded output as OUT's `y` (both {name: tensor} files that torch.load reads)
 //   model_probe state CFG SD IN OUT   builds CFG, loads the state_dict file SD (every entry must
-//       match), and writes for IN's `x` the eval-mode raw maps (`raw.<level>`) and decoded `y`;
+//       match), and writes for IN's `x` the eval-mode raw maps (`raw.<level>`, and the one-to-one
+//       head's `raw_o2o.<level>` for an end-to-end model) and decoded `y`;
 //       with IN's `targets` (n, 6) also the train-mode loss (`loss`, `items`), the assignment
 //       (`fg`, `target_bboxes`, `target_scores`) and every parameter's gradient (`grad.<name>`)
 #include <cstdio>
 #include <exception>
 #include <string>
 
+#include "models/anchor_free_detect.h"
 #include "models/weights.h"
 #include "models/yolo.h"
 #include "utils/eval/anchor_free_loss.h"
@@ -64,6 +66,13 @@ int state(const std::string& cfg, const std::string& sd_path, const std::string&
     const yolo::ModelOutput o = model->forward(x);
     for (size_t i = 0; i < o.raw.size(); ++i) result["raw." + std::to_string(i)] = o.raw[i];
     result["y"] = o.pred;
+    auto* af = dynamic_cast<yolo::AnchorFreeDetectImpl*>(model->head_module().get());
+    if (af && af->has_one2one()) {
+      af->use_one2one(true);
+      const std::vector<torch::Tensor> raw = model->forward_raw(x);
+      af->use_one2one(false);
+      for (size_t i = 0; i < raw.size(); ++i) result["raw_o2o." + std::to_string(i)] = raw[i];
+    }
   }
   if (input.count("targets")) {
     model->train();

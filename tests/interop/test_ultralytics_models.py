@@ -1,20 +1,22 @@
 """Our anchor-free models against Ultralytics 8.4.190's own, on the same torch:
-1. configs/models/yolov8.yaml and yolo11.yaml at every scale (n, s, m, l, x; nc=80): the same
-   parameter count, state_dict names and shapes, and strides as Ultralytics' DetectionModel;
+1. configs/models/yolov8.yaml, yolo11.yaml and yolo26.yaml at every scale (n, s, m, l, x; nc=80):
+   the same parameter count, state_dict names and shapes, and strides as Ultralytics'
+   DetectionModel;
 2. yolov8n and yolo11n with Ultralytics' weights (its random initialisation, BatchNorm statistics
    perturbed) loaded as a state_dict: the same raw head maps and decoded boxes (eval mode) within
    1e-4, and on a fixed batch (train mode) the same assignment (foreground anchors, their target
    boxes and scores), the same three loss terms and total within 1e-4, and the same gradients;
+   yolo26n likewise: both heads' raw maps (one-to-many and one-to-one) and the decoded boxes;
 3. Ultralytics' own .pt files (a pickled float16 DetectionModel, as its trainer leaves best.pt):
    our loader reads them and gives Ultralytics' outputs; a segmentation model's file is refused
    naming the file and what this trainer runs;
-4. detect on such a file against Ultralytics' predict on the same images (its thresholds: conf
-   0.25, IoU 0.7, 300 boxes): at least 98 % of its boxes found with the same class, IoU >= 0.95
-   and confidence within 0.01, and as many boxes;
-5. export of that file in Ultralytics' layout: the TorchScript module gives Ultralytics' raw
-   (1, 4 + nc, N) output within 1e-4; Ultralytics' YOLO() runs both files with the names and
-   stride of their metadata, and its predict on our ONNX finds the boxes our detect finds on it
-   (the same matching as 4);
+4. detect on such a file (yolo11n, and yolo26n through its one-to-many head) against Ultralytics'
+   predict on the same images (its thresholds: conf 0.25, IoU 0.7, 300 boxes): at least 98 % of
+   its boxes found with the same class, IoU >= 0.95 and confidence within 0.01, and as many boxes;
+5. export of yolo11n's and yolo26n's files in Ultralytics' layout: the TorchScript and ONNX files
+   give Ultralytics' raw (1, 4 + nc, N) output within 1e-4; Ultralytics' YOLO() runs yolo11n's
+   files with the names and stride of their metadata, and its predict on our ONNX finds the boxes
+   our detect finds on it (the same matching as 4);
 6. val against Ultralytics' val of the same .pt on a small generated set (labels: its confident
    detections, shifted so that IoUs spread over the thresholds): mAP50 and mAP50-95 within 0.002;
 7. scripts/to_ultralytics.py turns our checkpoint (one epoch fine-tuned from that .pt on that set)
@@ -67,7 +69,7 @@ def close(name, ours, theirs, tol=1e-4):
 
 
 # 1. Layer tables: parameters, state_dict entries and strides.
-for family in ("yolov8", "yolo11"):
+for family in ("yolov8", "yolo11", "yolo26"):
     for scale in "nsmlx":
         name = f"{family}{scale}.yaml"
         theirs = build(name)
@@ -92,16 +94,22 @@ for family in ("yolov8", "yolo11"):
         print(f"ok {name}: {params} parameters, {len(ours)} state_dict entries, strides {strides}")
 
 # 2. Same weights: outputs, assignment, losses and gradients.
-for name in ("yolov8n.yaml", "yolo11n.yaml"):
+def perturbed(name):
+    """Ultralytics' model with BatchNorm statistics away from 0/1, so eval mode uses them."""
     m = build(name)
     g = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # BatchNorm statistics away from 0/1, so eval mode uses them
+    with torch.no_grad():
         for mod in m.modules():
             if isinstance(mod, torch.nn.BatchNorm2d):
                 mod.running_mean.copy_(torch.randn(mod.running_mean.shape, generator=g) * 0.1)
                 mod.running_var.copy_(torch.rand(mod.running_var.shape, generator=g) + 0.5)
                 mod.weight.copy_(torch.rand(mod.weight.shape, generator=g) + 0.5)
                 mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 0.1)
+    return m, g
+
+
+for name in ("yolov8n.yaml", "yolo11n.yaml"):
+    m, g = perturbed(name)
     stem = name[:-5]
     sd_file, in_file, out_file = (os.path.join(OUT, f"{stem}.{k}.pt") for k in ("sd", "in", "out"))
     torch.save({k: v.clone() for k, v in m.state_dict().items()}, sd_file)
@@ -159,6 +167,28 @@ for name in ("yolov8n.yaml", "yolo11n.yaml"):
         worst = max(worst, close(f"{stem} grad {k}", ours[f"grad.{k}"], p.grad, 1e-3))
     print(f"ok {stem}: {int(fg.sum())} foreground anchors, loss items "
           f"{[round(v, 5) for v in loss3.tolist()]} equal, gradients within {worst:.2g}")
+
+# YOLO26: the one-to-many head (what val, detect and export run, as Ultralytics 8.4.190 by
+# default) and the one-to-one head, with distances in place of DFL bins (reg_max 1).
+m, g = perturbed("yolo26n.yaml")
+sd_file, in_file, out_file = (os.path.join(OUT, f"yolo26n.{k}.pt") for k in ("sd", "in", "out"))
+torch.save({k: v.clone() for k, v in m.state_dict().items()}, sd_file)
+x = torch.rand(2, 3, 96, 128, generator=g)
+torch.save({"x": x}, in_file)
+probe("state", cfg_path("yolo26n.yaml"), sd_file, in_file, out_file)
+ours = torch.load(out_file)
+m.eval()
+with torch.no_grad():
+    y, preds = m(x)
+for key, head in (("raw", "one2many"), ("raw_o2o", "one2one")):
+    raw = torch.cat([ours[f"{key}.{i}"].reshape(2, 4 + 80, -1) for i in range(3)], 2)
+    close(f"yolo26n {head} boxes", raw[:, :4], preds[head]["boxes"])
+    close(f"yolo26n {head} scores", raw[:, 4:], preds[head]["scores"])
+err = close("yolo26n decoded", torch.cat([ours["y"][..., :4], ours["y"][..., 5:]], -1),
+            y.transpose(1, 2))
+print(f"ok yolo26n: both heads' raw maps and the decoded boxes equal Ultralytics' "
+      f"(max relative {err:.2g})")
+
 # 3. Ultralytics' .pt files, stripped as its trainer leaves them (the model in float16).
 def ultralytics_pt(model, path):
     import copy
@@ -171,7 +201,7 @@ def ultralytics_pt(model, path):
     torch.save(ckpt, path)
 
 
-for name in ("yolov8n.yaml", "yolo11n.yaml"):
+for name in ("yolov8n.yaml", "yolo11n.yaml", "yolo26n.yaml"):
     m = build(name).eval()
     stem = name[:-5]
     pt, in_file, out_file = (os.path.join(OUT, f"{stem}.ul.{k}") for k in ("pt", "in.pt", "out.pt"))
@@ -214,34 +244,49 @@ for k, (h, w) in enumerate([(240, 320), (300, 200), (256, 256)]):
         x2, y2 = x + int(rng.integers(15, 60)), y + int(rng.integers(15, 60))
         cv2.rectangle(im, (x, y), (x2, y2), color, -1)
     cv2.imwrite(os.path.join(img_dir, f"im{k}.jpg"), im)
-m = build("yolo11n.yaml")
-with torch.no_grad():
-    for mod in m.modules():
-        if isinstance(mod, torch.nn.BatchNorm2d):
-            mod.momentum = 1.0
-    m.train()
-    batch = [cv2.resize(cv2.imread(f), (320, 320))[:, :, ::-1] for f in
-             sorted(glob.glob(os.path.join(img_dir, "*.jpg")))]
-    m(torch.from_numpy(np.stack(batch).copy()).permute(0, 3, 1, 2).float() / 255)
-    m.eval()
-    for seq in m.model[-1].cv3:
-        seq[-1].bias.add_(7.0)
-det_pt = os.path.join(OUT, "yolo11n-detect.pt")
-ultralytics_pt(m, det_pt)
-det_out = os.path.join(OUT, "detect")
-shutil.rmtree(det_out, ignore_errors=True)  # --save-txt appends to the label files
-p = subprocess.run([os.path.join(BIN, "detect"), "--weights", det_pt, "--source", img_dir,
-                    "--imgsz", "320", "--conf-thres", "0.25", "--iou-thres", "0.7",
-                    "--max-det", "300", "--save-txt", "--save-conf", "--nosave", "--device", "cpu",
-                    "--project", det_out, "--name", "exp", "--exist-ok"],
-                   capture_output=True, text=True)
-if p.returncode:
-    fail(f"detect exited {p.returncode}: {p.stderr.strip()[-1000:]}")
-# One image at a time, as detect runs them (a list would be letterboxed to one square).
-ul = YOLO(det_pt)
-theirs_all = [ul.predict(f, imgsz=320, conf=0.25, iou=0.7, max_det=300, device="cpu",
-                         verbose=False)[0]
-              for f in sorted(glob.glob(os.path.join(img_dir, "*.jpg")))]
+IMAGES = sorted(glob.glob(os.path.join(img_dir, "*.jpg")))
+
+
+def detecting(name):
+    """The model with the images' BatchNorm statistics and raised class logits, saved as .pt."""
+    m = build(name)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.momentum = 1.0
+        m.train()
+        batch = [cv2.resize(cv2.imread(f), (320, 320))[:, :, ::-1] for f in IMAGES]
+        m(torch.from_numpy(np.stack(batch).copy()).permute(0, 3, 1, 2).float() / 255)
+        m.eval()
+        for seq in m.model[-1].cv3:
+            seq[-1].bias.add_(7.0)
+    pt = os.path.join(OUT, f"{name[:-5]}-detect.pt")
+    ultralytics_pt(m, pt)
+    return m, pt
+
+
+def detect(weights, out_name):
+    """Our detect at Ultralytics' predict thresholds (conf 0.25, IoU 0.7, 300 boxes); returns the
+    folder of its labels/*.txt."""
+    out = os.path.join(OUT, out_name)
+    shutil.rmtree(out, ignore_errors=True)  # --save-txt appends to the label files
+    p = subprocess.run([os.path.join(BIN, "detect"), "--weights", weights, "--source", img_dir,
+                        "--imgsz", "320", "--conf-thres", "0.25", "--iou-thres", "0.7",
+                        "--max-det", "300", "--save-txt", "--save-conf", "--nosave", "--device",
+                        "cpu", "--project", out, "--name", "exp", "--exist-ok"],
+                       capture_output=True, text=True)
+    if p.returncode:
+        fail(f"detect on {os.path.basename(weights)} exited {p.returncode}: "
+             f"{p.stderr.strip()[-1000:]}")
+    return os.path.join(out, "exp", "labels")
+
+
+def predict(weights):
+    """Ultralytics' predict, one image at a time as detect runs them (a list would be letterboxed
+    to one square)."""
+    ul = YOLO(weights, task="detect")
+    return [ul.predict(f, imgsz=320, conf=0.25, iou=0.7, max_det=300, device="cpu",
+                       verbose=False)[0] for f in IMAGES]
 
 
 def xyxy(cx, cy, w, h):
@@ -268,8 +313,11 @@ def match(theirs_all, labels, what):
                                 r.boxes.conf.tolist()):
             total += 1
             for j, o in enumerate(ours):
-                if j not in used and int(o[0]) == int(c) and abs(o[5] - conf) <= 0.01 and \
-                        iou(xyxy(*o[1:5]), xyxy(*box)) >= 0.95:
+                # Boxes clipped to the image's edge can have no area (IoU 0/0): equal corners
+                # within 0.002 of the image's size match them.
+                same = iou(xyxy(*o[1:5]), xyxy(*box)) >= 0.95 or \
+                    max(abs(u - v) for u, v in zip(xyxy(*o[1:5]), xyxy(*box))) <= 0.002
+                if j not in used and int(o[0]) == int(c) and abs(o[5] - conf) <= 0.01 and same:
                     used.add(j)
                     matched += 1
                     break
@@ -280,7 +328,12 @@ def match(theirs_all, labels, what):
     print(f"ok {what}: {matched} of Ultralytics' {total} boxes matched (ours {ours_n})")
 
 
-match(theirs_all, os.path.join(det_out, "exp", "labels"), "detect finds Ultralytics' predict boxes")
+detecting_models = {}
+for name in ("yolo11n.yaml", "yolo26n.yaml"):  # YOLO26 through its one-to-many head and NMS
+    m, det_pt = detecting_models[name] = detecting(name)
+    match(predict(det_pt), detect(det_pt, f"detect-{name[:-5]}"),
+          f"{name[:-5]}: detect finds Ultralytics' predict boxes")
+m, det_pt = detecting_models["yolo11n.yaml"]
 
 # 5. Our exports, read by Ultralytics. First their raw output: yolo11n's file of 3 exported at
 # 320x256, run by torch.jit.load and onnxruntime, against Ultralytics' model from the same file.
@@ -295,42 +348,32 @@ def export(pt, *args):
     return pt[:-3] + ".torchscript", pt[:-3] + ".onnx"
 
 
-ul_pt = os.path.join(OUT, "yolo11n.ul.pt")
-ts, onnx_file = export(ul_pt, "--imgsz", "320", "256")
 x = torch.rand(1, 3, 320, 256, generator=torch.Generator().manual_seed(3))
-with torch.no_grad():
-    theirs = YOLO(ul_pt).model.float().eval()(x)[0]
-    ours_ts = torch.jit.load(ts)(x)
-sess = onnxruntime.InferenceSession(onnx_file, providers=["CPUExecutionProvider"])
-ours_onnx = torch.from_numpy(sess.run(None, {"images": x.numpy()})[0])
-for what, ours in (("TorchScript", ours_ts), ("ONNX (onnxruntime)", ours_onnx)):
-    err = close(f"our {what} export", ours, theirs, 1e-4)
-    print(f"ok our {what} file gives Ultralytics' (1, 4 + nc, N) output (max relative {err:.2g})")
+for stem in ("yolo11n", "yolo26n"):
+    ul_pt = os.path.join(OUT, f"{stem}.ul.pt")
+    ts, onnx_file = export(ul_pt, "--imgsz", "320", "256")
+    with torch.no_grad():
+        theirs = YOLO(ul_pt).model.float().eval()(x)[0]
+        ours_ts = torch.jit.load(ts)(x)
+    sess = onnxruntime.InferenceSession(onnx_file, providers=["CPUExecutionProvider"])
+    ours_onnx = torch.from_numpy(sess.run(None, {"images": x.numpy()})[0])
+    for what, ours in (("TorchScript", ours_ts), ("ONNX (onnxruntime)", ours_onnx)):
+        err = close(f"our {stem} {what} export", ours, theirs, 1e-4)
+        print(f"ok our {stem} {what} file gives Ultralytics' (1, 4 + nc, N) output "
+              f"(max relative {err:.2g})")
 
 # Then Ultralytics' YOLO() on the detecting model's files: their metadata, and predict on our
 # ONNX (letterboxed to its fixed 320x320, as our detect does) against our detect on it.
 ts, onnx_file = export(det_pt, "--imgsz", "320")
 for f in (ts, onnx_file):
     ul = YOLO(f, task="detect")
-    r = ul.predict(sorted(glob.glob(os.path.join(img_dir, "*.jpg")))[0], imgsz=320, device="cpu",
-                   verbose=False)[0]
+    r = ul.predict(IMAGES[0], imgsz=320, device="cpu", verbose=False)[0]
     if r.names != m.names or int(ul.predictor.model.stride) != 32:
         fail(f"Ultralytics' YOLO({os.path.basename(f)}): names {r.names}, "
              f"stride {ul.predictor.model.stride}")
 print("ok Ultralytics' YOLO() reads both files' names and stride")
-det_out = os.path.join(OUT, "detect-onnx")
-shutil.rmtree(det_out, ignore_errors=True)
-p = subprocess.run([os.path.join(BIN, "detect"), "--weights", onnx_file, "--source", img_dir,
-                    "--imgsz", "320", "--conf-thres", "0.25", "--iou-thres", "0.7",
-                    "--max-det", "300", "--save-txt", "--save-conf", "--nosave", "--device", "cpu",
-                    "--project", det_out, "--name", "exp", "--exist-ok"],
-                   capture_output=True, text=True)
-if p.returncode:
-    fail(f"detect on our ONNX exited {p.returncode}: {p.stderr.strip()[-1000:]}")
-ul = YOLO(onnx_file, task="detect")
-match([ul.predict(f, imgsz=320, conf=0.25, iou=0.7, max_det=300, device="cpu", verbose=False)[0]
-       for f in sorted(glob.glob(os.path.join(img_dir, "*.jpg")))],
-      os.path.join(det_out, "exp", "labels"), "Ultralytics' predict on our ONNX finds our boxes")
+match(predict(onnx_file), detect(onnx_file, "detect-onnx"),
+      "Ultralytics' predict on our ONNX finds our boxes")
 
 # 6. val against Ultralytics' val of the same .pt on a small generated set: eight 256x320 PNG
 # images (one size, so that both letterbox every batch alike: centred in 288x352 with grey, the

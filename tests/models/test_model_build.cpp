@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "models/anchor_free_detect.h"
 #include "models/common.h"
 #include "models/weights.h"
 #include "models/yolo.h"
@@ -352,4 +353,53 @@ TEST(AnchorFree, BadYamlsNameFileAndWhatIsSupported) {
       "nc: 2\nscale: x\nscales:\n  n: [0.5, 0.25, 1024]\nbackbone:\n  - [-1, 1, Conv, [8, 3, 2]]\n"
       "head:\n  - [[0], 1, Detect, [nc]]\n";
   EXPECT_NE(error_of(no_scale).find("scale 'x' is not in 'scales' (it has n)"), std::string::npos);
+}
+
+// YOLO26: distances without DFL bins, the residual SPPF with a linear cv1, and a one-to-one copy
+// of the head's branches that starts from the same values and biases.
+TEST(AnchorFree, Yolo26HasBothHeadsAndItsSppf) {
+  DetectionModel m = yolo::build_model(cfg("yolo26n"));
+  EXPECT_EQ(m->num_parameters(), 2572280);  // Ultralytics' YOLO26n at nc=80
+  EXPECT_EQ(yolo::build_model(cfg("yolo26m"))->num_parameters(), 21896248);
+  auto* head = dynamic_cast<yolo::AnchorFreeDetectImpl*>(m->head_module().get());
+  ASSERT_NE(head, nullptr);
+  ASSERT_TRUE(head->has_one2one());
+  EXPECT_EQ(head->reg_max, 1);
+  EXPECT_TRUE(head->dfl.is_empty());
+  const auto params = m->named_parameters();
+  for (const auto& kv : params) {
+    const std::string& k = kv.key();
+    const auto at = k.find(".one2one_");
+    if (at == std::string::npos) continue;
+    const std::string twin = k.substr(0, at) + "." + k.substr(at + 9);
+    ASSERT_TRUE(params.contains(twin)) << k;
+    EXPECT_TRUE(torch::equal(kv.value(), params[twin])) << k;
+  }
+  const float cls_bias = params["model.23.one2one_cv3.0.2.bias"][0].item<float>();
+  EXPECT_NEAR(cls_bias, std::log(5.0 / 80 / std::pow(640.0 / 8, 2)), 1e-5);
+  // SPPF [1024, 5, 3, True]: a linear cv1 and a residual; YOLO11's [1024, 5] activates cv1.
+  const auto sppf = std::dynamic_pointer_cast<yolo::SPPFImpl>(m->model[9]);
+  ASSERT_NE(sppf, nullptr);
+  EXPECT_TRUE(sppf->residual());
+  EXPECT_FALSE(sppf->cv1->act());
+  DetectionModel m11 = yolo::build_model(cfg("yolo11n"));
+  const auto sppf11 = std::dynamic_pointer_cast<yolo::SPPFImpl>(m11->model[9]);
+  ASSERT_NE(sppf11, nullptr);
+  EXPECT_FALSE(sppf11->residual());
+  EXPECT_TRUE(sppf11->cv1->act());
+  // The one-to-many head runs unless the one-to-one one is chosen; trained apart they differ.
+  torch::NoGradGuard no_grad;
+  m->eval();
+  const torch::Tensor x = torch::rand({1, 3, 64, 64});
+  const auto o2m = m->forward_raw(x);
+  EXPECT_EQ(o2m[0].sizes(), (std::vector<int64_t>{1, 4 + 80, 8, 8}));
+  params["model.23.one2one_cv3.0.2.bias"].add_(1.0);
+  head->use_one2one(true);
+  const auto o2o = m->forward_raw(x);
+  head->use_one2one(false);
+  EXPECT_TRUE(torch::allclose(o2o[0].slice(1, 0, 4), o2m[0].slice(1, 0, 4)));
+  EXPECT_TRUE(torch::allclose(o2o[0].slice(1, 4), o2m[0].slice(1, 4) + 1.0, 1e-5, 1e-5));
+  DetectionModel plain = yolo::build_model(cfg("yolo11n"));
+  auto* plain_head = dynamic_cast<yolo::AnchorFreeDetectImpl*>(plain->head_module().get());
+  EXPECT_THROW(plain_head->use_one2one(true), std::runtime_error);
 }

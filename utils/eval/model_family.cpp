@@ -1,5 +1,7 @@
 #include "utils/eval/model_family.h"
 
+#include "utils/core/errors.h"
+
 namespace yolo {
 
 namespace {
@@ -15,6 +17,15 @@ std::unique_ptr<DetectionLoss> anchor_free_loss(const DetectionModelImpl& model,
   for (int s : model.strides()) strides.push_back(static_cast<float>(s));
   return std::make_unique<AnchorFreeLoss>(c.anchor_free, model.nc(), model.spec().reg_max,
                                           std::move(strides));
+}
+
+// YOLO26 trains both heads with Ultralytics' end-to-end loss (one-to-many and one-to-one
+// assignments, L1 distances in place of DFL), which this version does not have.
+std::unique_ptr<DetectionLoss> end2end_loss(const DetectionModelImpl& model, const LossConfig&) {
+  throw UsageError(model.spec().source +
+                   ": training YOLO26 (end2end) models needs Ultralytics' end-to-end loss, which "
+                   "this version does not have; val, detect and export run these models, and "
+                   "YOLOv8/YOLO11 (--cfg yolo11n.yaml) train");
 }
 
 }  // namespace
@@ -46,7 +57,21 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                        ExportLayout::kUltralytics,
                                        10,
                                        &anchor_free_loss};
-  return spec.anchor_free ? anchor_free : yolov5;
+  static const ModelFamily end2end{"YOLO26 (end-to-end)",
+                                   {"box_loss", "cls_loss", "l1_loss"},
+                                   "hyp.anchor-free.yaml",
+                                   "auto",
+                                   0.7,
+                                   0.7,
+                                   0.7,
+                                   0.0,
+                                   ValProtocol::kUltralytics,
+                                   false,
+                                   ExportLayout::kUltralytics,
+                                   10,
+                                   &end2end_loss};
+  if (!spec.anchor_free) return yolov5;
+  return spec.end2end ? end2end : anchor_free;
 }
 
 const ModelFamily& model_family_of(bool anchor_free) {

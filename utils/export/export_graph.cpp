@@ -270,8 +270,11 @@ class Lowering {
     if (auto sppf = std::dynamic_pointer_cast<SPPFImpl>(m)) {
       const int a = conv(*sppf->cv1, x, prefix + ".cv1");
       std::vector<int> cat = {a};
-      for (int k = 0; k < 3; ++k) cat.push_back(max_pool(sppf->m->options, cat.back(), prefix));
-      return conv(*sppf->cv2, concat(cat), prefix + ".cv2");
+      for (int k = 0; k < sppf->pools(); ++k) {
+        cat.push_back(max_pool(sppf->m->options, cat.back(), prefix));
+      }
+      const int y = conv(*sppf->cv2, concat(cat), prefix + ".cv2");
+      return sppf->residual() ? add_values(x, y) : y;
     }
     if (auto spp = std::dynamic_pointer_cast<SPPImpl>(m)) {
       const int a = conv(*spp->cv1, x, prefix + ".cv1");
