@@ -17,8 +17,9 @@
    give Ultralytics' raw (1, 4 + nc, N) output within 1e-4; Ultralytics' YOLO() runs yolo11n's
    files with the names and stride of their metadata, and its predict on our ONNX finds the boxes
    our detect finds on it (the same matching as 4);
-6. val against Ultralytics' val of the same .pt on a small generated set (labels: its confident
-   detections, shifted so that IoUs spread over the thresholds): mAP50 and mAP50-95 within 0.002;
+6. val against Ultralytics' val of the same .pt (yolo11n, and yolo26n through its one-to-many head)
+   on a small generated set (labels: its confident detections, shifted so that IoUs spread over
+   the thresholds): mAP50 and mAP50-95 within 0.002;
 7. scripts/to_ultralytics.py turns our checkpoint (one epoch fine-tuned from that .pt on that set)
    into a file Ultralytics' YOLO() loads, whose model gives our outputs and names.
 Usage: test_ultralytics_models.py BIN_DIR OUT_DIR"""
@@ -378,17 +379,14 @@ match(predict(onnx_file), detect(onnx_file, "detect-onnx"),
 # 6. val against Ultralytics' val of the same .pt on a small generated set: eight 256x320 PNG
 # images (one size, so that both letterbox every batch alike: centred in 288x352 with grey, the
 # rectangle val picks; PNG, so that both decode the same pixels). The model: a 3-class yolo11n
-# with the BatchNorm statistics of those inputs (so that its outputs vary from place to place),
-# distance bins biased to boxes of a few cells and class logits raised so that scores spread. The
-# labels: its ten most confident detections inside each image, on val's input, shifted so that
-# IoUs spread over the thresholds.
+# (and yolo26n) with the BatchNorm statistics of those inputs (so that its outputs vary from place
+# to place), yolo11n's distance bins biased to boxes of a few cells (yolo26n's distances start at
+# 2 cells a side) and class logits raised so that scores spread. The labels: its ten most
+# confident detections inside each image, on val's input, shifted so that IoUs spread over the
+# thresholds.
 from ultralytics.utils.nms import non_max_suppression  # noqa: E402
 
-set_dir = os.path.join(OUT, "smallset")
-shutil.rmtree(set_dir, ignore_errors=True)
-for sub in ("images", "labels"):
-    os.makedirs(os.path.join(set_dir, sub))
-inputs = []
+images, inputs = [], []
 for k in range(8):
     im = rng.integers(0, 255, (256, 320, 3), dtype=np.uint8)
     for _ in range(6):
@@ -396,64 +394,84 @@ for k in range(8):
         color = tuple(int(c) for c in rng.integers(0, 255, 3))
         cv2.rectangle(im, (x, y), (x + int(rng.integers(15, 60)), y + int(rng.integers(15, 60))),
                       color, -1)
-    cv2.imwrite(os.path.join(set_dir, "images", f"v{k}.png"), im)
+    images.append(im)
     padded = np.full((288, 352, 3), 114, np.uint8)
     padded[16:272, 16:336] = im
     inputs.append(torch.from_numpy(padded[:, :, ::-1].copy()).permute(2, 0, 1).float() / 255)
-torch.manual_seed(0)
-vm = DetectionModel("yolo11n.yaml", ch=3, nc=3, verbose=False)
-with torch.no_grad():
-    for mod in vm.modules():
-        if isinstance(mod, torch.nn.BatchNorm2d):
-            mod.momentum = 1.0
-    vm.train()
-    vm(torch.stack(inputs))
-    vm.eval()
-    for seq in vm.model[-1].cv2:
-        seq[-1].bias.copy_((-0.5 * torch.arange(16.0)).repeat(4))
-    for seq in vm.model[-1].cv3:
-        seq[-1].bias.add_(5.5)
-vm.names = {0: "a", 1: "b", 2: "c"}
-small_pt = os.path.join(OUT, "yolo11n-3.pt")
-ultralytics_pt(vm, small_pt)
-net = YOLO(small_pt).model.float().eval()  # the file's float16 weights
-n_labels = 0
-for k, t in enumerate(inputs):
+
+
+def val_against_ultralytics(name):
+    """Makes the model and its set, runs both vals; returns the .pt and the data YAML."""
+    stem = name[:-5]
+    set_dir = os.path.join(OUT, f"smallset-{stem}")
+    shutil.rmtree(set_dir, ignore_errors=True)
+    for sub in ("images", "labels"):
+        os.makedirs(os.path.join(set_dir, sub))
+    for k, im in enumerate(images):
+        cv2.imwrite(os.path.join(set_dir, "images", f"v{k}.png"), im)
+    torch.manual_seed(0)
+    vm = DetectionModel(name, ch=3, nc=3, verbose=False)
     with torch.no_grad():
-        det = non_max_suppression(net(t[None])[0], 0.3, 0.5, max_det=300)[0]
-    inside = (det[:, 0] >= 20) & (det[:, 1] >= 20) & (det[:, 2] <= 332) & (det[:, 3] <= 268)
-    with open(os.path.join(set_dir, "labels", f"v{k}.txt"), "w") as out:
-        for x1, y1, x2, y2, _, c in det[inside][:10].tolist():
-            j = rng.normal(0, 0.08, 4)  # IoUs from about 0.5 to 1
-            w, h = (x2 - x1) / 320 * (1 + j[2]), (y2 - y1) / 256 * (1 + j[3])
-            cx, cy = ((x1 + x2) / 2 - 16) / 320 + j[0] * w, ((y1 + y2) / 2 - 16) / 256 + j[1] * h
-            out.write(f"{int(c)} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}\n")
-            n_labels += 1
-set_yaml = os.path.join(set_dir, "data.yaml")
-with open(set_yaml, "w") as f:
-    f.write(f"path: {set_dir}\ntrain: images\nval: images\nnames: ['a', 'b', 'c']\n")
-res = YOLO(small_pt).val(data=set_yaml, imgsz=320, batch=16, conf=0.001, iou=0.7, max_det=300,
-                         device="cpu", plots=False, verbose=False,
-                         project=os.path.join(OUT, "ulval"), name="exp", exist_ok=True)
-ref50, ref5095 = float(res.box.map50), float(res.box.map)
-p = subprocess.run([os.path.join(BIN, "val"), "--weights", small_pt, "--data", set_yaml,
-                    "--imgsz", "320", "--batch-size", "16", "--device", "cpu",
-                    "--project", os.path.join(OUT, "ourval"), "--exist-ok"],
-                   capture_output=True, text=True)
-if p.returncode:
-    fail(f"val exited {p.returncode}: {p.stderr.strip()[-1000:]}")
-row = re.search(r"^\s+all\s+\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s*$",
-                p.stdout + p.stderr, re.M)
-if not row:
-    fail(f"val printed no 'all' row: {(p.stdout + p.stderr)[-1500:]}")
-m50, m5095 = float(row.group(1)), float(row.group(2))
-print(f"val on {n_labels} labels: mAP50 {m50}, mAP50-95 {m5095}; Ultralytics' val {ref50:.5f}, "
-      f"{ref5095:.5f}")
-if not 0.05 < ref5095 < 0.95:
-    fail(f"Ultralytics' val mAP50-95 {ref5095:.4f}: the generated set should give a middling mAP")
-if abs(m50 - ref50) > 0.002 or abs(m5095 - ref5095) > 0.002:
-    fail("our val differs from Ultralytics' by more than 0.002")
-print("ok val's mAP50 and mAP50-95 are Ultralytics' within 0.002")
+        for mod in vm.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.momentum = 1.0
+        vm.train()
+        vm(torch.stack(inputs))
+        vm.eval()
+        if vm.model[-1].reg_max > 1:
+            for seq in vm.model[-1].cv2:
+                seq[-1].bias.copy_((-0.5 * torch.arange(16.0)).repeat(4))
+        for seq in vm.model[-1].cv3:
+            seq[-1].bias.add_(5.5)
+    vm.names = {0: "a", 1: "b", 2: "c"}
+    small_pt = os.path.join(OUT, f"{stem}-3.pt")
+    ultralytics_pt(vm, small_pt)
+    net = YOLO(small_pt).model.float().eval()  # the file's float16 weights
+    n_labels = 0
+    for k, t in enumerate(inputs):
+        with torch.no_grad():
+            det = non_max_suppression(net(t[None])[0], 0.3, 0.5, max_det=300)[0]
+        inside = (det[:, 0] >= 20) & (det[:, 1] >= 20) & (det[:, 2] <= 332) & (det[:, 3] <= 268)
+        with open(os.path.join(set_dir, "labels", f"v{k}.txt"), "w") as out:
+            for x1, y1, x2, y2, _, c in det[inside][:10].tolist():
+                j = rng.normal(0, 0.08, 4)  # IoUs from about 0.5 to 1
+                w, h = (x2 - x1) / 320 * (1 + j[2]), (y2 - y1) / 256 * (1 + j[3])
+                cx = ((x1 + x2) / 2 - 16) / 320 + j[0] * w
+                cy = ((y1 + y2) / 2 - 16) / 256 + j[1] * h
+                out.write(f"{int(c)} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}\n")
+                n_labels += 1
+    set_yaml = os.path.join(set_dir, "data.yaml")
+    with open(set_yaml, "w") as f:
+        f.write(f"path: {set_dir}\ntrain: images\nval: images\nnames: ['a', 'b', 'c']\n")
+    res = YOLO(small_pt).val(data=set_yaml, imgsz=320, batch=16, conf=0.001, iou=0.7,
+                             max_det=300, device="cpu", plots=False, verbose=False,
+                             project=os.path.join(OUT, f"ulval-{stem}"), name="exp",
+                             exist_ok=True)
+    ref50, ref5095 = float(res.box.map50), float(res.box.map)
+    p = subprocess.run([os.path.join(BIN, "val"), "--weights", small_pt, "--data", set_yaml,
+                        "--imgsz", "320", "--batch-size", "16", "--device", "cpu",
+                        "--project", os.path.join(OUT, f"ourval-{stem}"), "--exist-ok"],
+                       capture_output=True, text=True)
+    if p.returncode:
+        fail(f"val of {stem} exited {p.returncode}: {p.stderr.strip()[-1000:]}")
+    row = re.search(r"^\s+all\s+\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s*$",
+                    p.stdout + p.stderr, re.M)
+    if not row:
+        fail(f"val of {stem} printed no 'all' row: {(p.stdout + p.stderr)[-1500:]}")
+    m50, m5095 = float(row.group(1)), float(row.group(2))
+    print(f"{stem}: val on {n_labels} labels: mAP50 {m50}, mAP50-95 {m5095}; Ultralytics' val "
+          f"{ref50:.5f}, {ref5095:.5f}")
+    if not 0.05 < ref5095 < 0.95:
+        fail(f"{stem}: Ultralytics' val mAP50-95 {ref5095:.4f}: the generated set should give a "
+             "middling mAP")
+    if abs(m50 - ref50) > 0.002 or abs(m5095 - ref5095) > 0.002:
+        fail(f"{stem}: our val differs from Ultralytics' by more than 0.002")
+    print(f"ok {stem}: val's mAP50 and mAP50-95 are Ultralytics' within 0.002")
+    return small_pt, set_yaml
+
+
+small_pt, set_yaml = val_against_ultralytics("yolo11n.yaml")
+val_against_ultralytics("yolo26n.yaml")  # through its one-to-many head and NMS
 
 # 7. Our checkpoint into Ultralytics: that .pt fine-tuned one epoch on the set, converted.
 p = subprocess.run([os.path.join(BIN, "train"), "--weights", small_pt, "--data", set_yaml,
