@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
+#include <tuple>
+#include <utility>
 
 namespace yolo {
 
@@ -41,22 +44,20 @@ AnchorFreeDetectImpl::AnchorFreeDetectImpl(int nc_, int reg_max_, bool legacy,
   const int c2 = std::max({16, ch[0] / 4, 4 * reg_max});
   const int c3 = std::max(ch[0], std::min(nc, 100));
   stride = torch::zeros({nl});
-  cv2 = register_module("cv2", torch::nn::ModuleList());
-  cv3 = register_module("cv3", torch::nn::ModuleList());
-  for (int x : ch) {
-    auto [box, cls] = branches(x, c2, c3, nc, reg_max, legacy);
-    cv2->push_back(box);
-    cv3->push_back(cls);
-  }
+  const auto add_branches = [&](const std::string& prefix) {
+    auto box = register_module(prefix + "cv2", torch::nn::ModuleList());
+    auto cls = register_module(prefix + "cv3", torch::nn::ModuleList());
+    for (int x : ch) {
+      auto [b, c] = branches(x, c2, c3, nc, reg_max, legacy);
+      box->push_back(b);
+      cls->push_back(c);
+    }
+    return std::pair{box, cls};
+  };
+  std::tie(cv2, cv3) = add_branches("");
   if (reg_max > 1) dfl = register_module("dfl", DFL(reg_max));
   if (end2end) {  // Ultralytics deep-copies the branches: both start from the same values
-    one2one_cv2 = register_module("one2one_cv2", torch::nn::ModuleList());
-    one2one_cv3 = register_module("one2one_cv3", torch::nn::ModuleList());
-    for (int x : ch) {
-      auto [box, cls] = branches(x, c2, c3, nc, reg_max, legacy);
-      one2one_cv2->push_back(box);
-      one2one_cv3->push_back(cls);
-    }
+    std::tie(one2one_cv2, one2one_cv3) = add_branches("one2one_");
     copy_values(*cv2, *one2one_cv2);
     copy_values(*cv3, *one2one_cv3);
   }

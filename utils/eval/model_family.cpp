@@ -57,19 +57,13 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                        ExportLayout::kUltralytics,
                                        10,
                                        &anchor_free_loss};
-  static const ModelFamily end2end{"YOLO26 (end-to-end)",
-                                   {"box_loss", "cls_loss", "l1_loss"},
-                                   "hyp.anchor-free.yaml",
-                                   "auto",
-                                   0.7,
-                                   0.7,
-                                   0.7,
-                                   0.0,
-                                   ValProtocol::kUltralytics,
-                                   false,
-                                   ExportLayout::kUltralytics,
-                                   10,
-                                   &end2end_loss};
+  static const ModelFamily end2end = [] {  // YOLOv8's and YOLO11's settings, its own loss
+    ModelFamily f = anchor_free;
+    f.name = "YOLO26 (end-to-end)";
+    f.loss_names = {"box_loss", "cls_loss", "l1_loss"};
+    f.make_loss = &end2end_loss;
+    return f;
+  }();
   if (!spec.anchor_free) return yolov5;
   return spec.end2end ? end2end : anchor_free;
 }
