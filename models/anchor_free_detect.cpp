@@ -16,9 +16,7 @@ torch::nn::Conv2d out_conv(int c1, int c2) {
   return torch::nn::Conv2d(torch::nn::Conv2dOptions(c1, c2, 1));
 }
 Conv dw_conv(int c1, int c2, int k) { return Conv(c1, c2, k, 1, -1, std::gcd(c1, c2)); }
-}  // namespace
 
-namespace {
 // One level's box and class branches.
 std::pair<Chain, Chain> branches(int x, int c2, int c3, int nc, int reg_max, bool legacy) {
   Chain box = make_chain(Conv(x, c2, 3), Conv(c2, c2, 3), out_conv(c2, 4 * reg_max));

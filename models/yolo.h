@@ -1,7 +1,7 @@
 #pragma once
 // A detection model built from a model YAML: YOLOv5's (anchor-based) or Ultralytics' anchor-free
-// YOLOv8, YOLO11 and YOLO26. Submodules are registered as `model.<i>` so parameter and buffer names equal
-// the reference's state_dict() keys (model.0.conv.weight, ..., model.24.anchors or
+// YOLOv8, YOLO11 and YOLO26. Submodules are registered as `model.<i>` so parameter and buffer
+// names equal the reference's state_dict() keys (model.0.conv.weight, ..., model.24.anchors or
 // model.22.dfl.conv.weight).
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
