@@ -107,11 +107,11 @@ m="$tmp/models"
 mkdir -p "$m"
 sed 's/\[-1, 1, SPPF, \[1024, 5\]\]/[-1, 1, SPPX, [1024, 5]]/' \
   "$YOLO_ROOT/configs/models/yolov5n.yaml" >"$m/unknown.yaml"
-sed 's/\[-1, 1, SPPF, \[1024, 5\]\]/[-1, 1, SPPF, [1024, 5, 7]]/' \
+sed 's/\[-1, 1, SPPF, \[1024, 5\]\]/[-1, 1, SPPF, [1024, 5, 3, True, 7]]/' \
   "$YOLO_ROOT/configs/models/yolov5n.yaml" >"$m/args.yaml"
 line=$(grep -n "SPPF" "$YOLO_ROOT/configs/models/yolov5n.yaml" | grep -v '^[0-9]*:#' | cut -d: -f1 | tail -1)
 check 1 "unknown.yaml:$line: unknown module 'SPPX'" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg "$m/unknown.yaml"
-check 1 "args.yaml:$line: SPPF takes 1 to 2 arguments, got 3" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg "$m/args.yaml"
+check 1 "args.yaml:$line: SPPF takes 1 to 4 arguments, got 5" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg "$m/args.yaml"
 
 # --- weights and checkpoints ----------------------------------------------------------------
 check 1 "another architecture" -- "$T" --data "$mixed/data.yaml" "${TINY[@]}" --cfg yolov5s.yaml --weights "$weights"
