@@ -1,9 +1,10 @@
 #pragma once
 // The model-family seam: what differs between YOLOv5's anchor-based models, Ultralytics'
-// anchor-free YOLOv8/YOLO11 and its end-to-end YOLO26, chosen once from the model YAML. The head (models/head.h) decodes to
-// one layout for NMS; the rest is here: the loss, the names of its three terms, the default
-// hyperparameters, validation's NMS IoU and whether anchors are fitted (AutoAnchor). The
-// trainer, validator, predictor and exporter ask the family; none tests the model type.
+// anchor-free YOLOv8/YOLO11 and its end-to-end YOLO26, chosen once from the model YAML. The head
+// (models/head.h) decodes to one layout for NMS; the rest is here: the loss, the names of its three
+// terms, the default hyperparameters, validation's NMS IoU and whether anchors are fitted
+// (AutoAnchor). The trainer, validator, predictor and exporter ask the family; none tests the model
+// type.
 #include <array>
 #include <memory>
 #include <string>
