@@ -58,24 +58,37 @@ AnchorFreeDetectImpl::AnchorFreeDetectImpl(int nc_, int reg_max_, bool legacy,
     std::tie(one2one_cv2, one2one_cv3) = add_branches("one2one_");
     copy_values(*cv2, *one2one_cv2);
     copy_values(*cv3, *one2one_cv3);
+    heads_ = Heads::kBoth;
   }
 }
 
-void AnchorFreeDetectImpl::use_one2one(bool on) {
-  if (on && !has_one2one()) {
+void AnchorFreeDetectImpl::select(Heads heads) {
+  if (heads != Heads::kOne2Many && !has_one2one()) {
     throw std::runtime_error("this model has no one-to-one (end-to-end) head");
   }
-  one2one_ = on;
+  heads_ = heads;
 }
 
 std::vector<torch::Tensor> AnchorFreeDetectImpl::forward_levels(std::vector<torch::Tensor> x) {
-  torch::nn::ModuleList box = one2one_ ? one2one_cv2 : cv2;
-  torch::nn::ModuleList cls = one2one_ ? one2one_cv3 : cv3;
-  for (int i = 0; i < nl; ++i) {
-    x[i] = torch::cat(
-        {box[i]->as<ChainImpl>()->forward(x[i]), cls[i]->as<ChainImpl>()->forward(x[i])}, 1);
+  const auto run = [&](torch::nn::ModuleList box, torch::nn::ModuleList cls,
+                       const std::vector<torch::Tensor>& in) {
+    std::vector<torch::Tensor> out(nl);
+    for (int i = 0; i < nl; ++i) {
+      out[i] = torch::cat(
+          {box[i]->as<ChainImpl>()->forward(in[i]), cls[i]->as<ChainImpl>()->forward(in[i])}, 1);
+    }
+    return out;
+  };
+  if (heads_ == Heads::kOne2One) return run(one2one_cv2, one2one_cv3, x);
+  std::vector<torch::Tensor> out = run(cv2, cv3, x);
+  if (heads_ == Heads::kBoth) {
+    if (is_training()) {
+      for (auto& xi : x) xi = xi.detach();
+    }
+    const std::vector<torch::Tensor> o2o = run(one2one_cv2, one2one_cv3, x);
+    out.insert(out.end(), o2o.begin(), o2o.end());
   }
-  return x;
+  return out;
 }
 
 std::pair<torch::Tensor, torch::Tensor> make_anchor_points(
@@ -113,7 +126,8 @@ void AnchorFreeDetectImpl::update_anchors(const std::vector<torch::Tensor>& raw)
   shape_ = shape;
 }
 
-torch::Tensor AnchorFreeDetectImpl::decode_channels_first(const std::vector<torch::Tensor>& raw) {
+torch::Tensor AnchorFreeDetectImpl::decode_channels_first(const std::vector<torch::Tensor>& maps) {
+  const std::vector<torch::Tensor> raw(maps.begin(), maps.begin() + nl);  // the one-to-many head
   update_anchors(raw);
   const int64_t bs = raw[0].size(0);
   std::vector<torch::Tensor> flat;

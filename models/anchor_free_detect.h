@@ -5,7 +5,7 @@
 // Boxes are the anchor point (each cell's centre) minus and plus the DFL expectations of the
 // left/top/right/bottom distances (the raw distances when reg_max is 1), times the stride.
 // YOLO26's end-to-end head (end2end) adds `one2one_cv2` and `one2one_cv3`, copies of the two
-// branches whose top-k output needs no NMS; the one-to-many branches run unless one2one is chosen.
+// branches whose top-k output needs no NMS; which branches run is chosen with select().
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
@@ -21,10 +21,17 @@ class AnchorFreeDetectImpl : public torch::nn::Module, public DetectHead {
   AnchorFreeDetectImpl(int nc, int reg_max, bool legacy, const std::vector<int>& ch,
                        bool end2end = false);
 
+  // Which branches forward_levels runs: the one-to-many ones (the default of val, detect and
+  // export, as Ultralytics 8.4.190), the one-to-one ones (end-to-end inference, no NMS), or both,
+  // one-to-many levels first (what YOLO26's loss reads: the default of an end2end head). In
+  // training the one-to-one branches see detached features: their loss stops at the head.
+  enum class Heads { kOne2Many, kOne2One, kBoth };
+
   // Per level (bs, 4*reg_max + nc, ny, nx): distance-bin logits, then class logits, from the
-  // one-to-many branches, or the one-to-one ones after use_one2one(true).
+  // selected branches (2 x levels maps for Heads::kBoth).
   std::vector<torch::Tensor> forward_levels(std::vector<torch::Tensor> x) override;
-  // (bs, N, 5+nc): xywh, 1 (no objectness), sigmoid class scores.
+  // (bs, N, 5+nc): xywh, 1 (no objectness), sigmoid class scores, from the first `nl` maps of
+  // `raw` (with both heads, the one-to-many head's).
   torch::Tensor decode(const std::vector<torch::Tensor>& raw) override;
   // Ultralytics' layout (bs, 4+nc, N): xywh and class scores (what export writes).
   torch::Tensor decode_channels_first(const std::vector<torch::Tensor>& raw);
@@ -35,10 +42,14 @@ class AnchorFreeDetectImpl : public torch::nn::Module, public DetectHead {
   int num_levels() const override { return nl; }
   torch::Tensor level_strides() const override { return stride; }
 
+  bool has_end2end() const override { return has_one2one(); }
+  void select_for_inference(bool end2end) override {
+    select(end2end ? Heads::kOne2One : Heads::kOne2Many);
+  }
   bool has_one2one() const { return !one2one_cv2.is_empty(); }
-  // Which branches forward_levels runs (the one-to-one ones need has_one2one()).
-  void use_one2one(bool on);
-  bool uses_one2one() const { return one2one_; }
+  // kOne2One and kBoth need has_one2one().
+  void select(Heads heads);
+  Heads selected() const { return heads_; }
 
   int nc, nl, reg_max, no;
   torch::Tensor stride;  // (nl), pixels per cell; not part of the state_dict (as Ultralytics)
@@ -51,7 +62,7 @@ class AnchorFreeDetectImpl : public torch::nn::Module, public DetectHead {
   void update_anchors(const std::vector<torch::Tensor>& raw);
   std::vector<int64_t> shape_;
   torch::Tensor anchors_, strides_;
-  bool one2one_ = false;
+  Heads heads_ = Heads::kOne2Many;
 };
 TORCH_MODULE(AnchorFreeDetect);
 

@@ -5,6 +5,7 @@
 // by the family the model YAML names (utils/eval/model_family.h), never by testing the head type.
 #include <ATen/core/Tensor.h>
 
+#include <stdexcept>
 #include <vector>
 
 namespace yolo {
@@ -23,6 +24,12 @@ class DetectHead {
   virtual int num_classes() const = 0;
   virtual int num_levels() const = 0;
   virtual at::Tensor level_strides() const = 0;  // (nl) float, CPU
+  // Inference runs one head: the usual one, or the one-to-one head whose top-k output needs no
+  // NMS (end2end), which only YOLO26's has.
+  virtual bool has_end2end() const { return false; }
+  virtual void select_for_inference(bool end2end) {
+    if (end2end) throw std::runtime_error("this model has no one-to-one (end-to-end) head");
+  }
 };
 
 }  // namespace yolo

@@ -1,6 +1,7 @@
 // The training step's optimizer half: multi-tensor SGD/Adam/AdamW equal LibTorch's optimizers bit
-// for bit on the CPU, clipping equals clip_grad_norm_, the fused kernels skip on AMP's found_inf,
-// and one optimizer+EMA step of yolov5s dispatches a few dozen ATen ops, not thousands.
+// for bit on the CPU, MuSGD resumes from its saved state, clipping equals clip_grad_norm_, the
+// fused kernels skip on AMP's found_inf, and one optimizer+EMA step of yolov5s dispatches a few
+// dozen ATen ops, not thousands.
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -104,6 +105,46 @@ TEST_P(SameAsLibTorch, ForeachStepsEqualTheOptimizersStepBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, SameAsLibTorch, ::testing::Values("SGD", "Adam", "AdamW"));
+
+// MuSGD: a run stopped after two steps and resumed from its saved state (both momentum buffers)
+// ends where the uninterrupted run does; the bias and BatchNorm groups take SGD's steps exactly
+// and the weights' Muon step moves them beyond SGD's.
+TEST(MuSGD, ResumesFromItsStateAndStepsOnlyTheWeightsWithMuon) {
+  Params full = make_params(1), resumed = make_params(1), sgd = make_params(1);
+  auto full_opt = make("MuSGD", full), sgd_opt = make("SGD", sgd);
+  yolo::OptimizerStep full_step(*full_opt, "MuSGD", Kernel::kForeach);
+  yolo::OptimizerStep sgd_step(*sgd_opt, "SGD", Kernel::kForeach);
+  EXPECT_EQ(full_step.kernel(), Kernel::kForeach);
+  for (int s = 0; s < 2; ++s) {
+    set_grads(full, s);
+    set_grads(sgd, s);
+    full_step.step();
+    sgd_step.step();
+  }
+  for (const auto* group : {&full.groups.bias, &full.groups.bn}) {
+    for (size_t i = 0; i < group->size(); ++i) {
+      const auto& twin = group == &full.groups.bias ? sgd.groups.bias[i] : sgd.groups.bn[i];
+      EXPECT_TRUE(torch::equal((*group)[i], twin)) << "a bias or BatchNorm weight";
+    }
+  }
+  EXPECT_FALSE(torch::allclose(full.groups.weight[0], sgd.groups.weight[0]));
+  const c10::IValue saved = yolo::optimizer_state(*full_opt, "MuSGD");
+  for (size_t i = 0; i < full.all.size(); ++i) {
+    torch::NoGradGuard no_grad;
+    resumed.all[i].copy_(full.all[i]);
+  }
+  auto resumed_opt = make("MuSGD", resumed);
+  yolo::load_optimizer_state(*resumed_opt, "MuSGD", saved);
+  yolo::OptimizerStep resumed_step(*resumed_opt, "MuSGD", Kernel::kForeach);
+  for (int s = 2; s < 4; ++s) {
+    set_grads(full, s);
+    set_grads(resumed, s);
+    full_step.step();
+    resumed_step.step();
+  }
+  expect_identical(full, resumed, "MuSGD resumed");
+  EXPECT_THROW(yolo::load_optimizer_state(*make("SGD", sgd), "SGD", saved), c10::Error);
+}
 
 TEST(ClipGradNorm, EqualsLibTorchsClipAndStaysOnTheDevice) {
   for (double scale : {0.01, 100.0}) {  // below and above the limit

@@ -7,7 +7,10 @@
 //       match), and writes for IN's `x` the eval-mode raw maps (`raw.<level>`, and the one-to-one
 //       head's `raw_o2o.<level>` for an end-to-end model) and decoded `y`;
 //       with IN's `targets` (n, 6) also the train-mode loss (`loss`, `items`), the assignment
-//       (`fg`, `target_bboxes`, `target_scores`) and every parameter's gradient (`grad.<name>`)
+//       (`fg`, `target_bboxes`, `target_scores`; an end-to-end model's one-to-one assignment
+//       with the suffix `_o2o`) and every parameter's gradient (`grad.<name>`)
+//   model_probe musgd CFG SD IN OUT   two MuSGD steps from SD with IN's gradients (`g1.<name>`,
+//       `g2.<name>`), as training sets MuSGD up; writes the parameters
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -15,7 +18,10 @@
 #include "models/anchor_free_detect.h"
 #include "models/weights.h"
 #include "models/yolo.h"
+#include "utils/engine/optim.h"
+#include "utils/engine/optimizer_step.h"
 #include "utils/eval/anchor_free_loss.h"
+#include "utils/eval/end2end_loss.h"
 #include "utils/eval/model_family.h"
 #include "utils/eval/model_loader.h"
 
@@ -64,15 +70,12 @@ int state(const std::string& cfg, const std::string& sd_path, const std::string&
     torch::NoGradGuard no_grad;
     model->eval();
     const yolo::ModelOutput o = model->forward(x);
-    for (size_t i = 0; i < o.raw.size(); ++i) result["raw." + std::to_string(i)] = o.raw[i];
-    result["y"] = o.pred;
-    auto* af = dynamic_cast<yolo::AnchorFreeDetectImpl*>(model->head_module().get());
-    if (af && af->has_one2one()) {
-      af->use_one2one(true);
-      const std::vector<torch::Tensor> raw = model->forward_raw(x);
-      af->use_one2one(false);
-      for (size_t i = 0; i < raw.size(); ++i) result["raw_o2o." + std::to_string(i)] = raw[i];
+    // Both heads of an end-to-end model: the one-to-many levels, then the one-to-one ones.
+    const size_t nl = model->head().num_levels();
+    for (size_t i = 0; i < o.raw.size(); ++i) {
+      result[(i < nl ? "raw." : "raw_o2o.") + std::to_string(i % nl)] = o.raw[i];
     }
+    result["y"] = o.pred;
   }
   if (input.count("targets")) {
     model->train();
@@ -84,16 +87,51 @@ int state(const std::string& cfg, const std::string& sd_path, const std::string&
     lr.loss.sum().backward();
     result["loss"] = lr.loss.detach();
     result["items"] = lr.items;
+    const auto write_assignment = [&](const yolo::AnchorFreeLoss& af,
+                                      const std::vector<torch::Tensor>& maps,
+                                      const std::string& suffix) {
+      const auto parts = af.assign(maps, targets);
+      result["fg" + suffix] = parts.assigned.fg;
+      result["target_bboxes" + suffix] = parts.assigned.bboxes;
+      result["target_scores" + suffix] = parts.assigned.scores;
+    };
     if (const auto* af = dynamic_cast<const yolo::AnchorFreeLoss*>(loss.get())) {
-      const auto parts = af->assign(raw, targets);
-      result["fg"] = parts.assigned.fg;
-      result["target_bboxes"] = parts.assigned.bboxes;
-      result["target_scores"] = parts.assigned.scores;
+      write_assignment(*af, raw, "");
+    } else if (const auto* e2e = dynamic_cast<const yolo::End2EndLoss*>(loss.get())) {
+      const auto [o2m, o2o] = e2e->split(raw);
+      write_assignment(e2e->one2many(), o2m, "");
+      write_assignment(e2e->one2one(), o2o, "_o2o");
     }
     for (const auto& kv : model->named_parameters()) {
       if (kv.value().grad().defined()) result["grad." + kv.key()] = kv.value().grad();
     }
   }
+  yolo::write_state_dict(result, out);
+  return 0;
+}
+
+// Two MuSGD steps as training takes them (lr 0.01, momentum 0.9, weight decay 5e-4, the
+// classification branches at 3x lr) with IN's gradients `g1.<name>` then `g2.<name>`; writes the
+// parameters after them.
+int musgd(const std::string& cfg, const std::string& sd_path, const std::string& in,
+          const std::string& out) {
+  yolo::DetectionModel model = yolo::build_model(cfg);
+  yolo::load_state_dict(*model, yolo::read_state_dict(sd_path));
+  yolo::ParamGroups groups = yolo::split_param_groups(*model);
+  const yolo::ParamGroups boosted = yolo::take_classification_branches(groups, *model);
+  auto optimizer = yolo::make_optimizer("MuSGD", groups, 0.01, 0.9, 5e-4, boosted);
+  yolo::OptimizerStep step(*optimizer, "MuSGD", yolo::OptimizerStep::Kernel::kForeach);
+  const yolo::StateDict grads = yolo::read_state_dict(in);
+  for (const std::string prefix : {"g1.", "g2."}) {
+    for (auto& kv : model->named_parameters()) {
+      const auto it = grads.find(prefix + kv.key());
+      if (it != grads.end()) kv.value().mutable_grad() = it->second.clone();
+    }
+    step.step();
+    step.zero_grad();
+  }
+  yolo::StateDict result;
+  for (const auto& kv : model->named_parameters()) result[kv.key()] = kv.value().detach();
   yolo::write_state_dict(result, out);
   return 0;
 }
@@ -105,12 +143,13 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "summary" && argc == 3) return summary(argv[2]);
     if (mode == "state" && argc == 6) return state(argv[2], argv[3], argv[4], argv[5]);
+    if (mode == "musgd" && argc == 6) return musgd(argv[2], argv[3], argv[4], argv[5]);
     if (mode == "forward" && (argc == 5 || argc == 6)) {
       return forward(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
     }
     std::fprintf(stderr,
                  "usage: model_probe summary CFG | forward WEIGHTS IN OUT [fused|augment] | "
-                 "state CFG SD IN OUT\n");
+                 "state CFG SD IN OUT | musgd CFG SD IN OUT\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_probe: %s\n", e.what());

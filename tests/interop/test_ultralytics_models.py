@@ -40,7 +40,7 @@ os.makedirs(OUT, exist_ok=True)
 PROBE = os.path.join(BIN, "model_probe")
 
 from ultralytics.nn.tasks import DetectionModel  # noqa: E402
-from ultralytics.utils.loss import v8DetectionLoss  # noqa: E402
+from ultralytics.utils.loss import E2ELoss, v8DetectionLoss  # noqa: E402
 
 
 def probe(*args):
@@ -109,22 +109,60 @@ def perturbed(name):
     return m, g
 
 
+# image, class, cx, cy, w, h (normalised): boxes of several sizes, two in one image that overlap,
+# a tiny one (widened for candidates) and one image with a single box.
+TARGETS = torch.tensor([
+    [0, 3, 0.30, 0.40, 0.30, 0.50],
+    [0, 7, 0.35, 0.45, 0.25, 0.40],
+    [0, 0, 0.80, 0.20, 0.05, 0.06],
+    [0, 12, 0.60, 0.70, 0.50, 0.40],
+    [1, 5, 0.50, 0.50, 0.90, 0.80],
+])
+
+
+def check_loss(stem, m, ours, x, branches, criterion):
+    """The train-mode loss of model m on x and TARGETS against ours: each branch's assignment
+    (branches: (suffix of ours' keys, its v8DetectionLoss, the key of its maps or None)), the
+    loss items, the total and every gradient."""
+    m.train()
+    for p in m.parameters():
+        p.grad = None
+    preds = m(x)
+    batch = {"batch_idx": TARGETS[:, 0], "cls": TARGETS[:, 1:2], "bboxes": TARGETS[:, 2:]}
+    for suffix, branch, key in branches:
+        with torch.no_grad():
+            (fg, _, tboxes, _, _), _, _ = branch.get_assigned_targets_and_loss(
+                preds[key] if key else preds, batch)
+        if not torch.equal(ours["fg" + suffix], fg):
+            fail(f"{stem}{suffix}: {int(ours['fg' + suffix].sum())} foreground anchors vs "
+                 f"Ultralytics' {int(fg.sum())} ({int((ours['fg' + suffix] != fg).sum())} differ)")
+        close(f"{stem}{suffix} target boxes", ours["target_bboxes" + suffix][fg], tboxes[fg] * 1.0)
+        print(f"ok {stem}{suffix}: the same {int(fg.sum())} foreground anchors and target boxes")
+    total, items = criterion(preds, batch)
+    items = torch.stack(list(items.values())) if isinstance(items, dict) else items
+    total.sum().backward()
+    close(f"{stem} loss items", ours["items"], items.detach())
+    close(f"{stem} loss", ours["loss"].view(-1), total.sum().detach().view(-1))
+    worst = 0.0
+    for k, p in m.named_parameters():
+        if p.grad is None:
+            if f"grad.{k}" in ours and ours[f"grad.{k}"].abs().max() > 0:
+                fail(f"{stem}: a gradient for {k}, which Ultralytics' loss does not reach")
+            continue
+        if f"grad.{k}" not in ours:
+            fail(f"{stem}: no gradient for {k}")
+        worst = max(worst, close(f"{stem} grad {k}", ours[f"grad.{k}"], p.grad, 1e-3))
+    print(f"ok {stem}: loss items {[round(v, 5) for v in items.tolist()]} and the total equal, "
+          f"gradients within {worst:.2g}")
+
+
 for name in ("yolov8n.yaml", "yolo11n.yaml"):
     m, g = perturbed(name)
     stem = name[:-5]
     sd_file, in_file, out_file = (os.path.join(OUT, f"{stem}.{k}.pt") for k in ("sd", "in", "out"))
     torch.save({k: v.clone() for k, v in m.state_dict().items()}, sd_file)
     x = torch.rand(2, 3, 96, 128, generator=g)
-    # image, class, cx, cy, w, h (normalised): boxes of several sizes, two in one image that
-    # overlap, a tiny one (widened for candidates) and one image with a single box.
-    targets = torch.tensor([
-        [0, 3, 0.30, 0.40, 0.30, 0.50],
-        [0, 7, 0.35, 0.45, 0.25, 0.40],
-        [0, 0, 0.80, 0.20, 0.05, 0.06],
-        [0, 12, 0.60, 0.70, 0.50, 0.40],
-        [1, 5, 0.50, 0.50, 0.90, 0.80],
-    ])
-    torch.save({"x": x, "targets": targets}, in_file)
+    torch.save({"x": x, "targets": TARGETS}, in_file)
     probe("state", cfg_path(name), sd_file, in_file, out_file)
     ours = torch.load(out_file)
 
@@ -143,39 +181,18 @@ for name in ("yolov8n.yaml", "yolo11n.yaml"):
                 y.transpose(1, 2))
     print(f"ok {stem}: raw and decoded outputs equal Ultralytics' (max relative {err:.2g})")
 
-    m.train()
     m.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5)
     crit = v8DetectionLoss(m)
-    for p in m.parameters():
-        p.grad = None
-    preds = m(x)
-    batch = {"batch_idx": targets[:, 0], "cls": targets[:, 1:2], "bboxes": targets[:, 2:]}
-    (fg, gt_idx, tboxes, _, stride), loss3, _ = crit.get_assigned_targets_and_loss(preds, batch)
-    if not torch.equal(ours["fg"], fg):
-        fail(f"{stem}: {int(ours['fg'].sum())} foreground anchors vs Ultralytics' {int(fg.sum())}"
-             f" ({int((ours['fg'] != fg).sum())} differ)")
-    close(f"{stem} target boxes", ours["target_bboxes"][fg], tboxes[fg] * 1.0)
-    total = loss3 * bs
-    total.sum().backward()
-    close(f"{stem} loss items", ours["items"], loss3.detach())
-    close(f"{stem} loss", ours["loss"].view(-1), total.sum().detach().view(-1))
-    worst = 0.0
-    for k, p in m.named_parameters():
-        if p.grad is None:
-            continue
-        if f"grad.{k}" not in ours:
-            fail(f"{stem}: no gradient for {k}")
-        worst = max(worst, close(f"{stem} grad {k}", ours[f"grad.{k}"], p.grad, 1e-3))
-    print(f"ok {stem}: {int(fg.sum())} foreground anchors, loss items "
-          f"{[round(v, 5) for v in loss3.tolist()]} equal, gradients within {worst:.2g}")
+    check_loss(stem, m, ours, x, [("", crit, None)], crit)
 
 # YOLO26: the one-to-many head (what val, detect and export run, as Ultralytics 8.4.190 by
-# default) and the one-to-one head, with distances in place of DFL bins (reg_max 1).
+# default) and the one-to-one head, with distances in place of DFL bins (reg_max 1); its loss
+# trains both (one-to-one on detached features) with L1 distances, weighted 0.8 / 0.2 at first.
 m, g = perturbed("yolo26n.yaml")
 sd_file, in_file, out_file = (os.path.join(OUT, f"yolo26n.{k}.pt") for k in ("sd", "in", "out"))
 torch.save({k: v.clone() for k, v in m.state_dict().items()}, sd_file)
 x = torch.rand(2, 3, 96, 128, generator=g)
-torch.save({"x": x}, in_file)
+torch.save({"x": x, "targets": TARGETS}, in_file)
 probe("state", cfg_path("yolo26n.yaml"), sd_file, in_file, out_file)
 ours = torch.load(out_file)
 m.eval()
@@ -189,6 +206,42 @@ err = close("yolo26n decoded", torch.cat([ours["y"][..., :4], ours["y"][..., 5:]
             y.transpose(1, 2))
 print(f"ok yolo26n: both heads' raw maps and the decoded boxes equal Ultralytics' "
       f"(max relative {err:.2g})")
+m.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5, epochs=10)
+crit = E2ELoss(m)
+check_loss("yolo26n", m, ours, x,
+           [("", crit.one2many, "one2many"), ("_o2o", crit.one2one, "one2one")], crit)
+
+# MuSGD: two steps from the same weights with the same gradients (the head's and the first two
+# layers', to keep the bfloat16 Newton-Schulz iterations short on the CPU), as training sets it up.
+from ultralytics.engine.trainer import BaseTrainer  # noqa: E402
+
+m = build("yolo26n.yaml")
+sd_file, in_file, out_file = (os.path.join(OUT, f"musgd.{k}.pt") for k in ("sd", "in", "out"))
+start = {k: v.clone() for k, v in m.state_dict().items()}
+torch.save(start, sd_file)
+g = torch.Generator().manual_seed(3)
+grads = {f"g{step}.{k}": torch.randn(p.shape, generator=g) * 0.01
+         for step in (1, 2) for k, p in m.named_parameters()
+         if re.match(r"model\.(0|1|23)\.", k)}
+torch.save(grads, in_file)
+probe("musgd", cfg_path("yolo26n.yaml"), sd_file, in_file, out_file)
+ours = torch.load(out_file)
+trainer = types.SimpleNamespace(args=types.SimpleNamespace(lr0=0.01, warmup_bias_lr=0.1),
+                                data={"nc": 80})
+opt = BaseTrainer.build_optimizer(trainer, m, name="MuSGD", lr=0.01, momentum=0.9, decay=5e-4)
+for step in (1, 2):
+    for k, p in m.named_parameters():
+        p.grad = grads.get(f"g{step}.{k}")
+    opt.step()
+worst = 0.0
+for k, p in m.named_parameters():
+    moved = (p.detach() - start[k]).abs().max().item()
+    diff = (ours[k] - p.detach()).abs().max().item()
+    if diff > 1e-6 * max(moved, 1e-3):
+        fail(f"MuSGD: {k} differs from Ultralytics' by {diff:.3g} after a step of {moved:.3g}")
+    worst = max(worst, diff)
+print(f"ok MuSGD: two steps equal Ultralytics' (max abs difference {worst:.2g}, bfloat16 "
+      f"Newton-Schulz included)")
 
 # 3. Ultralytics' .pt files, stripped as its trainer leaves them (the model in float16).
 def ultralytics_pt(model, path):

@@ -387,19 +387,39 @@ TEST(AnchorFree, Yolo26HasBothHeadsAndItsSppf) {
   ASSERT_NE(sppf11, nullptr);
   EXPECT_FALSE(sppf11->residual());
   EXPECT_TRUE(sppf11->cv1->act());
-  // The one-to-many head runs unless the one-to-one one is chosen; trained apart they differ.
-  torch::NoGradGuard no_grad;
-  m->eval();
+  // Both heads run by default, one-to-many levels first; either alone when selected.
+  using Heads = yolo::AnchorFreeDetectImpl::Heads;
+  EXPECT_EQ(head->selected(), Heads::kBoth);
   const torch::Tensor x = torch::rand({1, 3, 64, 64});
-  const auto o2m = m->forward_raw(x);
-  EXPECT_EQ(o2m[0].sizes(), (std::vector<int64_t>{1, 4 + 80, 8, 8}));
-  params["model.23.one2one_cv3.0.2.bias"].add_(1.0);
-  head->use_one2one(true);
-  const auto o2o = m->forward_raw(x);
-  head->use_one2one(false);
-  EXPECT_TRUE(torch::allclose(o2o[0].slice(1, 0, 4), o2m[0].slice(1, 0, 4)));
-  EXPECT_TRUE(torch::allclose(o2o[0].slice(1, 4), o2m[0].slice(1, 4) + 1.0, 1e-5, 1e-5));
+  {
+    torch::NoGradGuard no_grad;
+    m->eval();
+    params["model.23.one2one_cv3.0.2.bias"].add_(1.0);  // trained apart, the heads differ
+    const auto both = m->forward_raw(x);
+    ASSERT_EQ(both.size(), 6u);
+    head->select(Heads::kOne2Many);
+    const auto o2m = m->forward_raw(x);
+    head->select(Heads::kOne2One);
+    const auto o2o = m->forward_raw(x);
+    ASSERT_EQ(o2m.size(), 3u);
+    EXPECT_EQ(o2m[0].sizes(), (std::vector<int64_t>{1, 4 + 80, 8, 8}));
+    EXPECT_TRUE(torch::equal(both[0], o2m[0]));
+    EXPECT_TRUE(torch::equal(both[3], o2o[0]));
+    EXPECT_TRUE(torch::allclose(o2o[0].slice(1, 0, 4), o2m[0].slice(1, 0, 4)));
+    EXPECT_TRUE(torch::allclose(o2o[0].slice(1, 4), o2m[0].slice(1, 4) + 1.0, 1e-5, 1e-5));
+    // Decoding reads the one-to-many maps of both.
+    EXPECT_TRUE(torch::equal(head->decode(both), head->decode(o2m)));
+  }
+  // In training the one-to-one head's loss stops at the head: no gradient reaches the neck.
+  head->select(Heads::kBoth);
+  m->train();
+  const auto both = m->forward_raw(x);
+  (both[3].sum() + both[4].sum() + both[5].sum()).backward();
+  EXPECT_TRUE(params["model.23.one2one_cv2.0.0.conv.weight"].grad().defined());
+  EXPECT_FALSE(params["model.23.cv2.0.0.conv.weight"].grad().defined());
+  EXPECT_FALSE(params["model.22.cv1.conv.weight"].grad().defined());
   DetectionModel plain = yolo::build_model(cfg("yolo11n"));
   auto* plain_head = dynamic_cast<yolo::AnchorFreeDetectImpl*>(plain->head_module().get());
-  EXPECT_THROW(plain_head->use_one2one(true), std::runtime_error);
+  EXPECT_EQ(plain_head->selected(), Heads::kOne2Many);
+  EXPECT_THROW(plain_head->select(Heads::kOne2One), std::runtime_error);
 }

@@ -2,9 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 
+#include "models/yolo.h"
 #include "utils/core/runtime/torch_compat.h"
+#include "utils/engine/musgd.h"
 
 namespace yolo {
 
@@ -36,34 +40,78 @@ ParamGroups split_param_groups(const torch::nn::Module& model) {
   return g;
 }
 
+ParamGroups take_params(ParamGroups& g, const std::vector<std::string>& prefixes) {
+  const auto taken = [&](const std::string& n) {
+    return std::any_of(prefixes.begin(), prefixes.end(),
+                       [&](const std::string& p) { return n.rfind(p, 0) == 0; });
+  };
+  ParamGroups out;
+  const auto split = [&](std::vector<torch::Tensor>& params, std::vector<std::string>& names,
+                         std::vector<torch::Tensor>& out_params,
+                         std::vector<std::string>& out_names) {
+    std::vector<torch::Tensor> keep_params;
+    std::vector<std::string> keep_names;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const bool t = taken(names[i]);
+      (t ? out_params : keep_params).push_back(params[i]);
+      (t ? out_names : keep_names).push_back(names[i]);
+    }
+    params = std::move(keep_params);
+    names = std::move(keep_names);
+  };
+  split(g.bias, g.bias_names, out.bias, out.bias_names);
+  split(g.weight, g.weight_names, out.weight, out.weight_names);
+  split(g.bn, g.bn_names, out.bn, out.bn_names);
+  return out;
+}
+
+ParamGroups take_classification_branches(ParamGroups& g, const DetectionModelImpl& model) {
+  const std::string head = "model." + std::to_string(model.model->size() - 1) + ".";
+  return take_params(g, {head + "cv3.", head + "one2one_cv3."});
+}
+
 namespace {
-// Groups in YOLOv5's order: biases and BN weights without decay, other weights with it.
+// Groups in YOLOv5's order: biases and BN weights without decay, other weights with it; then, for
+// MuSGD, the boosted ones in the same order at group_lr_factor's lr.
 template <typename Opt, typename OptOptions>
 std::unique_ptr<torch::optim::Optimizer> grouped(const ParamGroups& g, const OptOptions& base,
-                                                 double decay) {
-  auto with_decay = std::make_unique<OptOptions>(base);
-  with_decay->weight_decay(decay);
+                                                 double decay,
+                                                 const ParamGroups* boosted = nullptr) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(g.bias, std::make_unique<OptOptions>(base));
-  groups.emplace_back(g.weight, std::move(with_decay));
-  groups.emplace_back(g.bn, std::make_unique<OptOptions>(base));
+  const auto add = [&](const ParamGroups& p, double lr_factor) {
+    auto options = [&](double wd) {
+      auto o = std::make_unique<OptOptions>(base);
+      o->weight_decay(wd);
+      o->lr(base.lr() * lr_factor);
+      return o;
+    };
+    groups.emplace_back(p.bias, options(base.weight_decay()));
+    groups.emplace_back(p.weight, options(decay));
+    groups.emplace_back(p.bn, options(base.weight_decay()));
+  };
+  add(g, 1.0);
+  if (boosted) add(*boosted, group_lr_factor(3));
   return std::make_unique<Opt>(std::move(groups), base);
 }
 }  // namespace
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         const ParamGroups& g, double lr,
-                                                        double momentum, double decay) {
+                                                        double momentum, double decay,
+                                                        const ParamGroups& boosted) {
   using namespace torch::optim;
   const auto betas = std::make_tuple(momentum, 0.999);
   if (name == "SGD") {
     return grouped<SGD>(g, SGDOptions(lr).momentum(momentum).nesterov(true), decay);
   }
+  if (name == "MuSGD") {  // SGD's options and groups; the update is OptimizerStep's
+    return grouped<SGD>(g, SGDOptions(lr).momentum(momentum).nesterov(true), decay, &boosted);
+  }
   if (name == "Adam") return grouped<Adam>(g, AdamOptions(lr).betas(betas), decay);
   if (name == "AdamW") {
     return grouped<AdamW>(g, AdamWOptions(lr).betas(betas).weight_decay(0.0), decay);
   }
-  throw std::runtime_error("optimizer '" + name + "' not supported (SGD, Adam, AdamW)");
+  throw std::runtime_error("optimizer '" + name + "' not supported (SGD, Adam, AdamW, MuSGD)");
 }
 
 double group_lr(const torch::optim::Optimizer& opt, size_t group) {
@@ -128,6 +176,10 @@ c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::strin
         if (name == "SGD") {
           auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
           if (s.momentum_buffer().defined()) ps.insert("momentum_buffer", s.momentum_buffer());
+        } else if (name == "MuSGD") {
+          auto& s = static_cast<const MuSGDParamState&>(*it->second);
+          if (s.momentum_buffer().defined()) ps.insert("momentum_buffer", s.momentum_buffer());
+          if (s.muon_buffer().defined()) ps.insert("muon_buffer", s.muon_buffer());
         } else {
           auto put = [&](const auto& s) {
             ps.insert("step", s.step());
@@ -189,6 +241,13 @@ void load_optimizer_state(torch::optim::Optimizer& opt, const std::string& name,
           if (ps.contains("momentum_buffer")) {
             s->momentum_buffer(check(ps.at("momentum_buffer").toTensor()));
           }
+          opt.state()[param_key(p)] = std::move(s);
+        } else if (name == "MuSGD") {
+          auto s = std::make_unique<MuSGDParamState>();
+          if (ps.contains("momentum_buffer")) {
+            s->momentum_buffer(check(ps.at("momentum_buffer").toTensor()));
+          }
+          if (ps.contains("muon_buffer")) s->muon_buffer(check(ps.at("muon_buffer").toTensor()));
           opt.state()[param_key(p)] = std::move(s);
         } else if (name == "Adam") {
           auto s = std::make_unique<torch::optim::AdamParamState>();

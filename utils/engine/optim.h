@@ -1,8 +1,9 @@
 #pragma once
 // YOLOv5 v7.0's optimizer set-up (smart_optimizer): three parameter groups in this order —
 // 0: biases (no decay), 1: other weights (decay), 2: BatchNorm weights (no decay) — for SGD
-// (nesterov), Adam or AdamW, plus warmup interpolation, LR schedules and the optimizer state as
-// a PyTorch-style dict for checkpoints.
+// (nesterov), Adam or AdamW, and Ultralytics' MuSGD (utils/engine/musgd.h), whose groups 3-5 hold
+// the same kinds of the classification branches at 3x the lr; plus warmup interpolation, LR
+// schedules and the optimizer state as a PyTorch-style dict for checkpoints.
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -14,6 +15,8 @@
 
 namespace yolo {
 
+class DetectionModelImpl;
+
 struct ParamGroups {
   std::vector<torch::Tensor> bias, weight, bn;
   std::vector<std::string> bias_names, weight_names, bn_names;
@@ -23,10 +26,23 @@ struct ParamGroups {
 // anything else -> decayed weight.
 ParamGroups split_param_groups(const torch::nn::Module& model);
 
-// name: SGD, Adam or AdamW. `momentum` is SGD's momentum or Adam's beta1.
+// Moves the parameters whose names start with one of `prefixes` out of g, into the result.
+ParamGroups take_params(ParamGroups& g, const std::vector<std::string>& prefixes);
+// MuSGD's boosted parameters: the Detect head's classification branches (cv3, one2one_cv3),
+// moved out of g.
+ParamGroups take_classification_branches(ParamGroups& g, const DetectionModelImpl& model);
+
+// name: SGD, Adam, AdamW or MuSGD. `momentum` is SGD's momentum or Adam's beta1. `boosted`: MuSGD's
+// classification-branch parameters (groups 3-5, at 3x lr), empty for the others.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         const ParamGroups& groups, double lr,
-                                                        double momentum, double weight_decay);
+                                                        double momentum, double weight_decay,
+                                                        const ParamGroups& boosted = {});
+
+// Group g's kind (0 bias, 1 weight, 2 BatchNorm) and its lr relative to lr0 (3 for MuSGD's
+// groups 3-5).
+inline size_t group_kind(size_t g) { return g % 3; }
+inline double group_lr_factor(size_t g) { return g < 3 ? 1.0 : 3.0; }
 
 double group_lr(const torch::optim::Optimizer& opt, size_t group);
 void set_group_lr(torch::optim::Optimizer& opt, size_t group, double lr);

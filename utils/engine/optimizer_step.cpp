@@ -6,6 +6,8 @@
 #include <map>
 
 #include "utils/core/runtime/torch_compat.h"
+#include "utils/engine/musgd.h"
+#include "utils/engine/optim.h"
 
 namespace yolo {
 
@@ -80,11 +82,12 @@ at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm
 
 OptimizerStep::OptimizerStep(torch::optim::Optimizer& optimizer, std::string name, Kernel kernel)
     : opt_(optimizer), name_(std::move(name)), kernel_(kernel) {
-  TORCH_CHECK(name_ == "SGD" || name_ == "Adam" || name_ == "AdamW", "optimizer '", name_,
-              "' not supported (SGD, Adam, AdamW)");
+  TORCH_CHECK(name_ == "SGD" || name_ == "Adam" || name_ == "AdamW" || name_ == "MuSGD",
+              "optimizer '", name_, "' not supported (SGD, Adam, AdamW, MuSGD)");
 #ifndef YOLO_HAS_FUSED_OPTIMIZERS
   kernel_ = Kernel::kForeach;
 #endif
+  if (name_ == "MuSGD") kernel_ = Kernel::kForeach;  // no fused kernel: AMP's skip is a host read
 }
 
 OptimizerStep::Kernel OptimizerStep::default_kernel(const c10::Device& device) {
@@ -97,8 +100,11 @@ OptimizerStep::Kernel OptimizerStep::default_kernel(const c10::Device& device) {
 void OptimizerStep::step(const std::optional<at::Tensor>& found_inf) {
   torch::NoGradGuard no_grad;
   if (kernel_ == Kernel::kForeach && skip_on_host(found_inf)) return;
-  for (auto& group : opt_.param_groups()) {
-    if (name_ == "SGD") {
+  for (size_t g = 0; g < opt_.param_groups().size(); ++g) {
+    auto& group = opt_.param_groups()[g];
+    if (name_ == "MuSGD") {
+      musgd_group(group, group_kind(g) == 1);
+    } else if (name_ == "SGD") {
       sgd_group(group, found_inf);
     } else {
       adam_group(group, found_inf);
@@ -147,6 +153,46 @@ void OptimizerStep::sgd_group(torch::optim::OptimizerParamGroup& group,
     d = o.nesterov() ? at::_foreach_add(d, bufs, momentum) : bufs;
   }
   at::_foreach_add_(params, d, -1 * lr);
+}
+
+// Ultralytics' MuSGD.step for one group: the Muon step of its 2-D and 4-D parameters (the
+// weights' group alone) at kMuonLrFactor x lr, then for all a Nesterov SGD step whose weight decay
+// reads the parameters after the Muon step, at kMuonSgdLrFactor x lr for the Muon group.
+void OptimizerStep::musgd_group(torch::optim::OptimizerParamGroup& group, bool muon) {
+  auto& o = static_cast<torch::optim::SGDOptions&>(group.options());
+  const double wd = o.weight_decay(), momentum = o.momentum();
+  double lr = o.lr();
+  std::vector<at::Tensor> params, grads, bufs, muon_params, muon_grads, muon_bufs;
+  for (const auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    auto& slot = opt_.state()[param_key(p)];
+    if (!slot) slot = std::make_unique<MuSGDParamState>();
+    auto& s = static_cast<MuSGDParamState&>(*slot);
+    if (!s.momentum_buffer().defined()) {
+      s.momentum_buffer(torch::zeros_like(p, at::MemoryFormat::Preserve));
+    }
+    params.push_back(p);
+    grads.push_back(p.grad());
+    bufs.push_back(s.momentum_buffer());
+    if (muon && (p.dim() == 2 || p.dim() == 4)) {
+      if (!s.muon_buffer().defined())
+        s.muon_buffer(torch::zeros_like(p, at::MemoryFormat::Preserve));
+      muon_params.push_back(p);
+      muon_grads.push_back(p.grad());
+      muon_bufs.push_back(s.muon_buffer());
+    }
+  }
+  if (params.empty()) return;
+  if (!muon_params.empty()) {
+    at::_foreach_add_(muon_params, muon_updates(muon_grads, muon_bufs, momentum),
+                      -lr * kMuonLrFactor);
+    lr *= kMuonSgdLrFactor;
+  }
+  std::vector<at::Tensor> d = wd != 0 ? at::_foreach_add(grads, params, wd) : grads;
+  at::_foreach_mul_(bufs, momentum);
+  at::_foreach_add_(bufs, d, 1.0);
+  d = o.nesterov() ? at::_foreach_add(d, bufs, momentum) : bufs;
+  at::_foreach_add_(params, d, -lr);
 }
 
 // LibTorch's Adam/AdamW, parameters bucketed by their step count (all equal in training).

@@ -1,7 +1,8 @@
 #pragma once
 // The optimizer half of a training step without per-parameter kernels or host reads: gradient
-// clipping with multi-tensor norms and a device-side coefficient, and SGD/Adam/AdamW updates of
-// every parameter group as multi-tensor (foreach) or fused kernels. The state lives in the
+// clipping with multi-tensor norms and a device-side coefficient, and SGD/Adam/AdamW/MuSGD updates
+// of every parameter group as multi-tensor (foreach) or fused kernels (MuSGD's Newton-Schulz
+// iterations as batched matrix products). The state lives in the
 // torch::optim optimizer (its param groups' options and per-parameter states), so checkpoints,
 // resume and the warmup's lr/momentum changes see the same objects as before.
 //
@@ -24,7 +25,8 @@ at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm
 class OptimizerStep {
  public:
   enum class Kernel { kForeach, kFused };
-  // name: SGD, Adam or AdamW, as make_optimizer. kFused needs LibTorch 2.4 or later.
+  // name: SGD, Adam, AdamW or MuSGD, as make_optimizer. kFused needs LibTorch 2.4 or later
+  // (MuSGD has no fused kernel: it runs foreach kernels on every device).
   OptimizerStep(torch::optim::Optimizer& optimizer, std::string name, Kernel kernel);
   // The kernel for a device: fused on CUDA (where it also skips on found_inf), foreach elsewhere.
   static Kernel default_kernel(const c10::Device& device);
@@ -42,6 +44,7 @@ class OptimizerStep {
 
  private:
   void sgd_group(torch::optim::OptimizerParamGroup& group, const std::optional<at::Tensor>& inf);
+  void musgd_group(torch::optim::OptimizerParamGroup& group, bool muon);
   void adam_group(torch::optim::OptimizerParamGroup& group, const std::optional<at::Tensor>& inf);
 
   torch::optim::Optimizer& opt_;

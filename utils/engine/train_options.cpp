@@ -28,8 +28,8 @@ std::string check_batch_size(const int& v) {
   return bad.empty() ? "" : bad + " (or -1 for AutoBatch)";
 }
 std::string check_optimizer(const std::string& v) {
-  if (v == "SGD" || v == "Adam" || v == "AdamW" || v == "auto") return "";
-  return "unknown optimizer '" + v + "'; choose SGD, Adam, AdamW or auto";
+  if (v == "SGD" || v == "Adam" || v == "AdamW" || v == "MuSGD" || v == "auto") return "";
+  return "unknown optimizer '" + v + "'; choose SGD, Adam, AdamW, MuSGD or auto";
 }
 std::string check_project(const std::string& v) { return v.empty() ? "must not be empty" : ""; }
 std::string check_label_smoothing(const double& v) {
@@ -135,7 +135,7 @@ const std::vector<Flag>& flags() {
       Bind("multi-scale", &O::multi_scale, "multi_scale", "vary img-size +/- 50%"),
       Bind("single-cls", &O::single_cls, "single_cls", "train multi-class data as single-class"),
       Bind("optimizer", &O::optimizer, "optimizer", "optimizer")
-          .metavar("SGD|Adam|AdamW|auto")
+          .metavar("SGD|Adam|AdamW|MuSGD|auto")
           .check(check_optimizer),
       Bind("sync-bn", &O::sync_bn, "sync_bn", "use SyncBatchNorm, only available in DDP mode")
           .alias("--sync_bn"),

@@ -274,8 +274,8 @@ void choose_batch_size(TrainSetup& s) {
 }
 
 // Ultralytics' optimizer=auto: AdamW at lr0 0.01 / (4 + nc) for at most 10,000 iterations (of
-// the nominal batch), else SGD at 0.01 (where Ultralytics 8.4 picks YOLO26's MuSGD); momentum
-// 0.9 and bias warmup from 0 either way. Sets the hyperparameters it chooses.
+// the nominal batch), else MuSGD at 0.01, for every model family; momentum 0.9 and bias warmup
+// from 0 either way. Sets the hyperparameters it chooses.
 std::string resolve_auto_optimizer(TrainSetup& s) {
   const int64_t images = static_cast<int64_t>(s.train_set->size());
   const int64_t per_epoch = (images + std::max(s.opt.batch_size, kNominalBatch) - 1) /
@@ -285,7 +285,7 @@ std::string resolve_auto_optimizer(TrainSetup& s) {
   s.hyp.lr0 = long_run ? 0.01 : std::nearbyint(0.01 / (4 + s.nc) * 1e6) / 1e6;
   s.hyp.momentum = 0.9;
   s.hyp.warmup_bias_lr = 0.0;
-  const std::string name = long_run ? "SGD" : "AdamW";
+  const std::string name = long_run ? "MuSGD" : "AdamW";
   log_info("optimizer: 'auto' chose " + name + "(lr=" + format_number("%g", s.hyp.lr0) +
            ", momentum=0.9) for " + std::to_string(iterations) +
            " iterations, as Ultralytics' optimizer=auto (lr0, momentum and warmup_bias_lr of " +
@@ -302,20 +302,33 @@ void build_optimizer(TrainSetup& s) {
       static_cast<int>(std::nearbyint(static_cast<double>(kNominalBatch) / sc.batch_size)), 1);
   hyp.weight_decay = hyp.weight_decay * sc.batch_size * sc.accumulate / kNominalBatch;
   if (s.opt.optimizer == "auto") s.loop.optimizer = resolve_auto_optimizer(s);
-  const ParamGroups groups = split_param_groups(*s.model);
-  s.optimizer = make_optimizer(s.loop.optimizer, groups, hyp.lr0, hyp.momentum, hyp.weight_decay);
+  ParamGroups groups = split_param_groups(*s.model);
+  // MuSGD trains the head's classification branches at 3x lr (Ultralytics' rule).
+  const ParamGroups boosted =
+      s.loop.optimizer == "MuSGD" ? take_classification_branches(groups, *s.model) : ParamGroups{};
+  s.optimizer =
+      make_optimizer(s.loop.optimizer, groups, hyp.lr0, hyp.momentum, hyp.weight_decay, boosted);
+  const auto count = [&](auto ParamGroups::*field) {
+    return std::to_string((groups.*field).size() + (boosted.*field).size());
+  };
   log_info("optimizer: " + s.loop.optimizer + "(lr=" + format_number("%g", hyp.lr0) +
-           ") with parameter groups " + std::to_string(groups.bn.size()) + " weight(decay=0.0), " +
-           std::to_string(groups.weight.size()) +
-           " weight(decay=" + format_number("%g", hyp.weight_decay) + "), " +
-           std::to_string(groups.bias.size()) + " bias");
+           ") with parameter groups " + count(&ParamGroups::bn) + " weight(decay=0.0), " +
+           count(&ParamGroups::weight) + " weight(decay=" + format_number("%g", hyp.weight_decay) +
+           "), " + count(&ParamGroups::bias) + " bias" +
+           (boosted.weight.empty() ? std::string()
+                                   : "; the classification branches' " +
+                                         std::to_string(boosted.bias.size() +
+                                                        boosted.weight.size() + boosted.bn.size()) +
+                                         " at 3x lr"));
   sc.lf = lr_lambda(s.opt.cos_lr, s.opt.epochs, hyp.lrf);
   sc.lr0 = hyp.lr0;
   sc.warmup_epochs = hyp.warmup_epochs;
   sc.warmup_bias_lr = hyp.warmup_bias_lr;
   sc.warmup_momentum = hyp.warmup_momentum;
   sc.momentum = hyp.momentum;
-  for (size_t g = 0; g < 3; ++g) set_group_lr(*s.optimizer, g, sc.lr0 * sc.lf(0));
+  for (size_t g = 0; g < s.optimizer->param_groups().size(); ++g) {
+    set_group_lr(*s.optimizer, g, sc.lr0 * group_lr_factor(g) * sc.lf(0));
+  }
 }
 
 // The augmentation settings of the hyperparameters read at start (ranges checked, errors name the

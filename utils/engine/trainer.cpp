@@ -147,6 +147,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
   }
   const torch::Device device = s_.dev.device;
   running_loss_.start_epoch();
+  s_.loss->set_epoch(epoch, s_.loop.epochs);  // YOLO26's branch weights follow the epochs
   stepper_->zero_grad();
   callbacks_.train_epoch_start(epoch);
   EpochTiming timing;
@@ -222,9 +223,10 @@ void Trainer::warmup(int64_t ni, int epoch) {
   accumulate_ =
       std::max<int>(1, static_cast<int>(std::nearbyint(interp2(
                            ni, 0, nw_, 1, static_cast<double>(kNominalBatch) / sc.batch_size))));
-  for (size_t g = 0; g < 3; ++g) {
+  for (size_t g = 0; g < s_.optimizer->param_groups().size(); ++g) {
+    const double target = sc.lr0 * group_lr_factor(g) * sc.lf(epoch);
     set_group_lr(*s_.optimizer, g,
-                 interp2(ni, 0, nw_, g == 0 ? sc.warmup_bias_lr : 0.0, sc.lr0 * sc.lf(epoch)));
+                 interp2(ni, 0, nw_, group_kind(g) == 0 ? sc.warmup_bias_lr : 0.0, target));
     set_group_momentum(*s_.optimizer, g, interp2(ni, 0, nw_, sc.warmup_momentum, sc.momentum));
   }
 }
@@ -304,7 +306,9 @@ std::array<double, 3> Trainer::step_lr(int epoch) {
   std::array<double, 3> lrs{};
   for (size_t g = 0; g < 3; ++g) lrs[g] = group_lr(*s_.optimizer, g);
   const Schedule& sc = s_.schedule;
-  for (size_t g = 0; g < 3; ++g) set_group_lr(*s_.optimizer, g, sc.lr0 * sc.lf(epoch + 1));
+  for (size_t g = 0; g < s_.optimizer->param_groups().size(); ++g) {
+    set_group_lr(*s_.optimizer, g, sc.lr0 * group_lr_factor(g) * sc.lf(epoch + 1));
+  }
   return lrs;
 }
 

@@ -137,6 +137,17 @@ LossResult AnchorFreeLoss::operator()(const std::vector<at::Tensor>& p,
     const at::Tensor side = logp.gather(-1, tl.unsqueeze(-1)).squeeze(-1) * wl +
                             logp.gather(-1, tr.unsqueeze(-1)).squeeze(-1) * wr;
     ldfl = torch::where(fg, -side.mean(-1) * weight, zero).sum() / tss;
+  } else {
+    // Raw distances (YOLO26): L1 between predicted and target distances as fractions of the
+    // image's width and height, in the DFL term's place.
+    const float h = f.imgsz[0].item<float>(), w = f.imgsz[1].item<float>();
+    const at::Tensor scale = torch::tensor({w, h, w, h}, weight.options());
+    const at::Tensor target = torch::cat({f.anchors - target_boxes.slice(-1, 0, 2),
+                                          target_boxes.slice(-1, 2, 4) - f.anchors},
+                                         -1) *
+                              f.strides / scale;
+    const at::Tensor l1 = (f.distri * f.strides / scale - target).abs().mean(-1);
+    ldfl = torch::where(fg, l1 * weight, zero).sum() / tss;
   }
   const at::Tensor items = torch::stack({lbox * g_.box, lcls * g_.cls, ldfl * g_.dfl});
   LossResult r;

@@ -1,9 +1,11 @@
 #pragma once
-// Ultralytics' v8DetectionLoss (YOLOv8, YOLO11): task-aligned assignment, then BCE over every
-// class logit against the soft targets, CIoU box loss and distribution focal loss over the
-// assigned anchors, each weighted by the anchor's target score and divided by the sum of target
-// scores. Gains box 7.5, cls 0.5, dfl 1.5 (the hyp file's box, cls and dfl).
+// Ultralytics' v8DetectionLoss (YOLOv8, YOLO11, and each branch of YOLO26's): task-aligned
+// assignment, then BCE over every class logit against the soft targets, CIoU box loss and
+// distribution focal loss (L1 on the distances when reg_max is 1) over the assigned anchors, each
+// weighted by the anchor's target score and divided by the sum of target scores. Gains box 7.5,
+// cls 0.5, dfl 1.5 (the hyp file's box, cls and dfl).
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <vector>
 
@@ -24,7 +26,7 @@ class AnchorFreeLoss : public DetectionLoss {
 
   // p: per level (bs, 4*reg_max + nc, ny, nx); targets (n, 6): image, class, cx, cy, w, h
   // (normalised), on the host (their per-image count is read there) or on p's device.
-  // items: box, cls, dfl (detached); loss: their sum times the batch size.
+  // items: box, cls, dfl or l1 (detached); loss: their sum times the batch size.
   LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets) const override;
 
   // What the loss compares against: the assignment for a batch (for tests and tools).
@@ -39,7 +41,7 @@ class AnchorFreeLoss : public DetectionLoss {
  private:
   // (bs, n_max, 5): class and xyxy pixels per image, zero padded; n_max from the host.
   at::Tensor batch_targets(const at::Tensor& targets, int64_t bs, const at::Tensor& scale,
-                           const torch::Device& device) const;
+                           const c10::Device& device) const;
   AnchorFreeGains g_;
   int nc_, reg_max_;
   std::vector<float> strides_;

@@ -42,6 +42,9 @@ class DetectionLoss {
   // or on p's device.
   virtual LossResult operator()(const std::vector<at::Tensor>& p,
                                 const at::Tensor& targets) const = 0;
+  // Called before each epoch (0-based, of `epochs`) by the trainer, and on resume: for a loss
+  // whose weighting follows the schedule (YOLO26's).
+  virtual void set_epoch(int /*epoch*/, int /*epochs*/) {}
 };
 
 class ComputeLoss : public DetectionLoss {

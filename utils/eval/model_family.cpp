@@ -1,6 +1,6 @@
 #include "utils/eval/model_family.h"
 
-#include "utils/core/errors.h"
+#include "utils/eval/end2end_loss.h"
 
 namespace yolo {
 
@@ -11,21 +11,22 @@ std::unique_ptr<DetectionLoss> anchor_based_loss(const DetectionModelImpl& model
   return std::make_unique<ComputeLoss>(c.anchor_based, model.nc(), model.detect()->anchors);
 }
 
-std::unique_ptr<DetectionLoss> anchor_free_loss(const DetectionModelImpl& model,
-                                                const LossConfig& c) {
+std::vector<float> level_strides(const DetectionModelImpl& model) {
   std::vector<float> strides;
   for (int s : model.strides()) strides.push_back(static_cast<float>(s));
-  return std::make_unique<AnchorFreeLoss>(c.anchor_free, model.nc(), model.spec().reg_max,
-                                          std::move(strides));
+  return strides;
 }
 
-// YOLO26 trains both heads with Ultralytics' end-to-end loss (one-to-many and one-to-one
-// assignments, L1 distances in place of DFL), which this version does not have.
-std::unique_ptr<DetectionLoss> end2end_loss(const DetectionModelImpl& model, const LossConfig&) {
-  throw UsageError(model.spec().source +
-                   ": training YOLO26 (end2end) models needs Ultralytics' end-to-end loss, which "
-                   "this version does not have; val, detect and export run these models, and "
-                   "YOLOv8/YOLO11 (--cfg yolo11n.yaml) train");
+std::unique_ptr<DetectionLoss> anchor_free_loss(const DetectionModelImpl& model,
+                                                const LossConfig& c) {
+  return std::make_unique<AnchorFreeLoss>(c.anchor_free, model.nc(), model.spec().reg_max,
+                                          level_strides(model));
+}
+
+// YOLO26 trains both heads: the one-to-many and one-to-one assignments, L1 distances.
+std::unique_ptr<DetectionLoss> end2end_loss(const DetectionModelImpl& model, const LossConfig& c) {
+  return std::make_unique<End2EndLoss>(c.anchor_free, model.nc(), model.spec().reg_max,
+                                       level_strides(model));
 }
 
 }  // namespace

@@ -172,6 +172,7 @@ LoadedModel load_model_for_inference(const std::string& weights, const std::stri
                              std::to_string(r.total) + " entries match the model " + out.cfg +
                              "; pass the matching --cfg");
   }
+  out.model->head().select_for_inference(false);  // one head: YOLO26's one-to-many by default
   return out;
 }
 

@@ -107,6 +107,10 @@ TalTargets task_aligned_assign(const at::Tensor& pd_scores, const at::Tensor& pd
   const at::Tensor best = std::get<1>(overlaps.max(1));  // (bs, A)
   const at::Tensor is_best = torch::zeros_like(mask_pos).scatter_(1, best.unsqueeze(1), 1);
   mask_pos = torch::where(multi, is_best, mask_pos);
+  if (o.topk2 > 0 && o.topk2 != o.topk) {
+    const at::Tensor best_k = std::get<1>(torch::topk(align * mask_pos, o.topk2, -1));
+    mask_pos = mask_pos * torch::zeros_like(mask_pos).scatter_(-1, best_k, 1);
+  }
   auto [fg, gt_idx] = mask_pos.max(-2);  // (bs, A)
 
   const at::Tensor flat_idx =

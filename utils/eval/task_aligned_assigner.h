@@ -1,15 +1,19 @@
 #pragma once
-// Ultralytics' TaskAlignedAssigner (YOLOv8, YOLO11): for each ground-truth box the top-k anchors
-// by score^alpha * CIoU^beta among those whose centre lies inside the box (a side shorter than
-// the middle stride widened to it first), an anchor picked twice in one box's list dropped, an
-// anchor claimed by several boxes given to the one it overlaps most, and soft class targets
-// align * max IoU / max align per box. Dense tensors throughout: no host reads, no per-box loops.
+// Ultralytics' TaskAlignedAssigner (YOLOv8, YOLO11, YOLO26): for each ground-truth box the top-k
+// anchors by score^alpha * CIoU^beta among those whose centre lies inside the box (a side shorter
+// than the middle stride widened to it first), an anchor picked twice in one box's list dropped,
+// an anchor claimed by several boxes given to the one it overlaps most, optionally only the best
+// topk2 of each box's anchors kept, and soft class targets align * max IoU / max align per box.
+// Dense tensors throughout: no host reads, no per-box loops.
 #include <ATen/core/Tensor.h>
 
 namespace yolo {
 
 struct TalOptions {
   int topk = 10;
+  // A second, narrower pass after conflicts are resolved: each box keeps its topk2 best anchors
+  // (YOLO26's one-to-one head: 1). 0 keeps all topk.
+  int topk2 = 0;
   double alpha = 0.5, beta = 6.0;
   double widen_to = 16;  // stride[1]: boxes narrower or shorter are widened to it for candidates
   double eps = 1e-9;
