@@ -40,6 +40,8 @@ const std::vector<yolo::cli::Flag<yolo::DetectConfig>>& flags() {
       Bind("nosave", &C::nosave, "do not save images"),
       Bind("classes", &C::classes, "filter by class: --classes 0 2 3 or --classes 0,2,3"),
       Bind("agnostic-nms", &C::agnostic_nms, "class-agnostic NMS"),
+      Bind("end2end", &C::end2end,
+           "end-to-end models (YOLO26): the one-to-one head's top detections, no NMS"),
       Bind("augment", &C::augment, "augmented inference (flips and scales; .pt weights)"),
       Bind("vid-stride", &C::vid_stride, "video frame-rate stride")
           .check(at_least(1, "must be >= 1")),

@@ -121,4 +121,17 @@ PY
 "$BIN/val" --weights "$run/weights/best.pt" --imgsz 64 --device cpu --project "$tmp/val" \
   --name yolo26 >"$tmp/val_yolo26.log" 2>&1 || { tail -20 "$tmp/val_yolo26.log"; fail "val yolo26"; }
 grep -q " all " "$tmp/val_yolo26.log" || fail "val yolo26 printed no metrics"
-echo "yolo26: trained with MuSGD and its end-to-end loss, stopped, resumed; val reads it"
+"$BIN/val" --weights "$run/weights/best.pt" --imgsz 64 --device cpu --project "$tmp/val" \
+  --name yolo26e2e --end2end >"$tmp/val_yolo26e2e.log" 2>&1 ||
+  { tail -20 "$tmp/val_yolo26e2e.log"; fail "val --end2end yolo26"; }
+grep -q " all " "$tmp/val_yolo26e2e.log" || fail "val --end2end yolo26 printed no metrics"
+# --end2end needs a one-to-one head, and a .pt file.
+out=$("$BIN/val" --weights "$best" --imgsz 64 --device cpu --end2end 2>&1) &&
+  fail "val --end2end ran a model without a one-to-one head"
+grep -q "best.pt has no one-to-one (end-to-end) head; end-to-end models (YOLO26) run without NMS" \
+  <<<"$out" || fail "unclear message for --end2end on yolo11n: $out"
+out=$("$BIN/detect" --weights "${best%.pt}.onnx" --source "$tmp/shapes/images/val" --imgsz 64 \
+  --device cpu --end2end 2>&1) && fail "detect --end2end ran an ONNX file"
+grep -q "end2end: the end-to-end head is chosen among a .pt file's heads" <<<"$out" ||
+  fail "unclear message for --end2end on an ONNX file: $out"
+echo "yolo26: trained with MuSGD and its end-to-end loss, stopped, resumed; val reads it with and without NMS"

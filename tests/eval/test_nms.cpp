@@ -316,3 +316,31 @@ TEST(Nms, CudaBatchedEqualsTheCpuRowsWithABoundedPeak) {
   EXPECT_EQ(kept.size(), 64);
   EXPECT_LT(extra, 1.25);
 }
+
+// End-to-end heads: no suppression of overlapping boxes; the max_det best anchors, then their best
+// (anchor, class) scores, one row per pair, filtered by conf and class.
+TEST(TopkDetections, BestPairsWithoutSuppression) {
+  const torch::Tensor p =
+      preds({row(50, 50, 20, 20, 1, {0.9f, 0.8f}),  // two classes above 0.5
+             row(51, 50, 20, 20, 1, {0.7f, 0.1f}),  // overlaps the first
+             row(10, 10, 4, 4, 1, {0.2f, 0.6f}), row(90, 90, 4, 4, 1, {0.05f, 0.3f})});
+  NmsOptions o;
+  o.end2end = true;
+  o.conf_thres = 0.5;
+  o.max_det = 3;  // anchors 0, 1, 2, then the 3 best of their 6 scores
+  const at::Tensor d = yolo::non_max_suppression(p, o)[0];
+  ASSERT_EQ(d.size(0), 3);
+  EXPECT_TRUE(torch::allclose(d.select(1, 4), torch::tensor({0.9f, 0.8f, 0.7f})));
+  EXPECT_TRUE(torch::equal(d.select(1, 5), torch::tensor({0.f, 1.f, 0.f})));
+  EXPECT_TRUE(torch::allclose(d[2].slice(0, 0, 4), torch::tensor({41.f, 40.f, 61.f, 60.f})));
+  o.classes = {1};
+  const at::Tensor one = yolo::non_max_suppression_batched(p, o).image(0);
+  ASSERT_EQ(one.size(0), 1);
+  EXPECT_FLOAT_EQ(one[0][4].item<float>(), 0.8f);
+  o.classes.clear();
+  o.agnostic = true;  // each anchor's best class alone
+  o.max_det = 4;
+  const at::Tensor agnostic = yolo::non_max_suppression(p, o)[0];
+  ASSERT_EQ(agnostic.size(0), 3);
+  EXPECT_TRUE(torch::allclose(agnostic.select(1, 4), torch::tensor({0.9f, 0.7f, 0.6f})));
+}

@@ -312,14 +312,14 @@ def detecting(name):
         batch = [cv2.resize(cv2.imread(f), (320, 320))[:, :, ::-1] for f in IMAGES]
         m(torch.from_numpy(np.stack(batch).copy()).permute(0, 3, 1, 2).float() / 255)
         m.eval()
-        for seq in m.model[-1].cv3:
+        for seq in [*m.model[-1].cv3, *(getattr(m.model[-1], "one2one_cv3", None) or [])]:
             seq[-1].bias.add_(7.0)
     pt = os.path.join(OUT, f"{name[:-5]}-detect.pt")
     ultralytics_pt(m, pt)
     return m, pt
 
 
-def detect(weights, out_name):
+def detect(weights, out_name, *args):
     """Our detect at Ultralytics' predict thresholds (conf 0.25, IoU 0.7, 300 boxes); returns the
     folder of its labels/*.txt."""
     out = os.path.join(OUT, out_name)
@@ -327,7 +327,7 @@ def detect(weights, out_name):
     p = subprocess.run([os.path.join(BIN, "detect"), "--weights", weights, "--source", img_dir,
                         "--imgsz", "320", "--conf-thres", "0.25", "--iou-thres", "0.7",
                         "--max-det", "300", "--save-txt", "--save-conf", "--nosave", "--device",
-                        "cpu", "--project", out, "--name", "exp", "--exist-ok"],
+                        "cpu", "--project", out, "--name", "exp", "--exist-ok", *args],
                        capture_output=True, text=True)
     if p.returncode:
         fail(f"detect on {os.path.basename(weights)} exited {p.returncode}: "
@@ -335,12 +335,12 @@ def detect(weights, out_name):
     return os.path.join(out, "exp", "labels")
 
 
-def predict(weights):
+def predict(weights, **kwargs):
     """Ultralytics' predict, one image at a time as detect runs them (a list would be letterboxed
     to one square)."""
     ul = YOLO(weights, task="detect")
     return [ul.predict(f, imgsz=320, conf=0.25, iou=0.7, max_det=300, device="cpu",
-                       verbose=False)[0] for f in IMAGES]
+                       verbose=False, **kwargs)[0] for f in IMAGES]
 
 
 def xyxy(cx, cy, w, h):
@@ -387,6 +387,10 @@ for name in ("yolo11n.yaml", "yolo26n.yaml"):  # YOLO26 through its one-to-many 
     m, det_pt = detecting_models[name] = detecting(name)
     match(predict(det_pt), detect(det_pt, f"detect-{name[:-5]}"),
           f"{name[:-5]}: detect finds Ultralytics' predict boxes")
+# YOLO26's one-to-one head: top-k without NMS (Ultralytics' nms=False, our --end2end).
+_, det_pt = detecting_models["yolo26n.yaml"]
+match(predict(det_pt, nms=False), detect(det_pt, "detect-yolo26n-e2e", "--end2end"),
+      "yolo26n --end2end: detect finds Ultralytics' predict(nms=False) boxes")
 m, det_pt = detecting_models["yolo11n.yaml"]
 
 # 5. Our exports, read by Ultralytics. First their raw output: yolo11n's file of 3 exported at
@@ -474,7 +478,7 @@ def val_against_ultralytics(name):
         if vm.model[-1].reg_max > 1:
             for seq in vm.model[-1].cv2:
                 seq[-1].bias.copy_((-0.5 * torch.arange(16.0)).repeat(4))
-        for seq in vm.model[-1].cv3:
+        for seq in [*vm.model[-1].cv3, *(getattr(vm.model[-1], "one2one_cv3", None) or [])]:
             seq[-1].bias.add_(5.5)
     vm.names = {0: "a", 1: "b", 2: "c"}
     small_pt = os.path.join(OUT, f"{stem}-3.pt")
@@ -496,35 +500,39 @@ def val_against_ultralytics(name):
     set_yaml = os.path.join(set_dir, "data.yaml")
     with open(set_yaml, "w") as f:
         f.write(f"path: {set_dir}\ntrain: images\nval: images\nnames: ['a', 'b', 'c']\n")
-    res = YOLO(small_pt).val(data=set_yaml, imgsz=320, batch=16, conf=0.001, iou=0.7,
-                             max_det=300, device="cpu", plots=False, verbose=False,
-                             project=os.path.join(OUT, f"ulval-{stem}"), name="exp",
-                             exist_ok=True)
-    ref50, ref5095 = float(res.box.map50), float(res.box.map)
-    p = subprocess.run([os.path.join(BIN, "val"), "--weights", small_pt, "--data", set_yaml,
-                        "--imgsz", "320", "--batch-size", "16", "--device", "cpu",
-                        "--project", os.path.join(OUT, f"ourval-{stem}"), "--exist-ok"],
-                       capture_output=True, text=True)
-    if p.returncode:
-        fail(f"val of {stem} exited {p.returncode}: {p.stderr.strip()[-1000:]}")
-    row = re.search(r"^\s+all\s+\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s*$",
-                    p.stdout + p.stderr, re.M)
-    if not row:
-        fail(f"val of {stem} printed no 'all' row: {(p.stdout + p.stderr)[-1500:]}")
-    m50, m5095 = float(row.group(1)), float(row.group(2))
-    print(f"{stem}: val on {n_labels} labels: mAP50 {m50}, mAP50-95 {m5095}; Ultralytics' val "
-          f"{ref50:.5f}, {ref5095:.5f}")
-    if not 0.05 < ref5095 < 0.95:
-        fail(f"{stem}: Ultralytics' val mAP50-95 {ref5095:.4f}: the generated set should give a "
-             "middling mAP")
-    if abs(m50 - ref50) > 0.002 or abs(m5095 - ref5095) > 0.002:
-        fail(f"{stem}: our val differs from Ultralytics' by more than 0.002")
-    print(f"ok {stem}: val's mAP50 and mAP50-95 are Ultralytics' within 0.002")
+    heads = [("", {}, [])]
+    if getattr(vm.model[-1], "one2one_cv3", None) is not None:
+        heads.append((" --end2end", {"nms": False}, ["--end2end"]))
+    for what, ul_args, our_args in heads:
+        res = YOLO(small_pt).val(data=set_yaml, imgsz=320, batch=16, conf=0.001, iou=0.7,
+                                 max_det=300, device="cpu", plots=False, verbose=False,
+                                 project=os.path.join(OUT, f"ulval-{stem}"), name="exp",
+                                 exist_ok=True, **ul_args)
+        ref50, ref5095 = float(res.box.map50), float(res.box.map)
+        p = subprocess.run([os.path.join(BIN, "val"), "--weights", small_pt, "--data", set_yaml,
+                            "--imgsz", "320", "--batch-size", "16", "--device", "cpu",
+                            "--project", os.path.join(OUT, f"ourval-{stem}"), "--exist-ok",
+                            *our_args], capture_output=True, text=True)
+        if p.returncode:
+            fail(f"val{what} of {stem} exited {p.returncode}: {p.stderr.strip()[-1000:]}")
+        row = re.search(r"^\s+all\s+\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s*$",
+                        p.stdout + p.stderr, re.M)
+        if not row:
+            fail(f"val{what} of {stem} printed no 'all' row: {(p.stdout + p.stderr)[-1500:]}")
+        m50, m5095 = float(row.group(1)), float(row.group(2))
+        print(f"{stem}{what}: val on {n_labels} labels: mAP50 {m50}, mAP50-95 {m5095}; "
+              f"Ultralytics' val {ref50:.5f}, {ref5095:.5f}")
+        if not 0.05 < ref5095 < 0.95:
+            fail(f"{stem}{what}: Ultralytics' val mAP50-95 {ref5095:.4f}: the generated set should "
+                 "give a middling mAP")
+        if abs(m50 - ref50) > 0.002 or abs(m5095 - ref5095) > 0.002:
+            fail(f"{stem}{what}: our val differs from Ultralytics' by more than 0.002")
+        print(f"ok {stem}{what}: val's mAP50 and mAP50-95 are Ultralytics' within 0.002")
     return small_pt, set_yaml
 
 
 small_pt, set_yaml = val_against_ultralytics("yolo11n.yaml")
-val_against_ultralytics("yolo26n.yaml")  # through its one-to-many head and NMS
+val_against_ultralytics("yolo26n.yaml")  # one-to-many head with NMS, one-to-one without
 
 # 7. Our checkpoint into Ultralytics: that .pt fine-tuned one epoch on the set, converted.
 p = subprocess.run([os.path.join(BIN, "train"), "--weights", small_pt, "--data", set_yaml,

@@ -27,6 +27,7 @@ InferenceModel load(const std::string& weights, const DetectorOptions& o, torch:
   io.device = device;
   io.half = o.half;
   io.augment = o.augment;
+  io.end2end = o.end2end;
   return InferenceModel(weights, io);
 }
 
@@ -72,6 +73,7 @@ struct Detector::Impl {
     nms.max_det = o.max_det;
     nms.classes = o.classes;
     nms.agnostic = o.agnostic_nms;
+    nms.end2end = o.end2end;
   }
 
   // Letterboxes `images` to one input shape (the minimal stride-multiple padding when they share

@@ -143,6 +143,12 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
     throw UsageError(std::string("--augment: test-time augmentation runs .pt weights; ") + weights +
                      " is a " + format_name(format_) + " file");
   }
+  if (o.end2end) {
+    throw UsageError(std::string("--end2end: the end-to-end head is chosen among a .pt file's "
+                                 "heads; ") +
+                     weights + " is a " + format_name(format_) +
+                     " file, which runs the head it was exported with");
+  }
   if (!o.cfg.empty()) log_warn("--cfg is ignored for " + weights + ": the file holds its model");
   if (o.half) {
     log_warn("half precision applies to .pt weights: " + weights +
@@ -159,6 +165,17 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
 void InferenceModel::load_pytorch(const std::string& weights, const InferenceOptions& o) {
   LoadedModel lm = load_model_for_inference(weights, o.cfg, o.data);
   model_ = lm.model;
+  if (o.end2end && !model_->head().has_end2end()) {
+    throw UsageError("--end2end: " + weights +
+                     " has no one-to-one (end-to-end) head; end-to-end models (YOLO26) run "
+                     "without NMS, others with it (leave out --end2end)");
+  }
+  if (o.augment && o.end2end) {
+    throw UsageError(
+        "--end2end and --augment: test-time augmentation merges boxes with NMS; use "
+        "one of them");
+  }
+  model_->head().select_for_inference(o.end2end);
   model_->eval();
   if (o.fuse) model_->fuse();
   model_->to(device_);

@@ -32,6 +32,7 @@ struct InferenceOptions {
   bool fuse = true;      // .pt: fold BatchNorm into the convolutions
   bool half = false;     // .pt: float16 weights and inputs (CUDA only)
   bool augment = false;  // .pt: test-time augmentation (DetectionModelImpl::forward_augment)
+  bool end2end = false;  // .pt: the one-to-one (end-to-end) head, which YOLO26's models have
 };
 
 class InferenceModel {

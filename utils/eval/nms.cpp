@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "utils/eval/boxes.h"
 
 namespace yolo {
@@ -208,7 +211,46 @@ at::Tensor nms(const at::Tensor& boxes_in, const at::Tensor& scores_in, double i
   return order.index_select(0, torch::tensor(keep, torch::kLong).to(order.device()));
 }
 
+std::vector<at::Tensor> topk_detections(const at::Tensor& prediction, const NmsOptions& opt) {
+  check_thresholds(opt);
+  torch::NoGradGuard no_grad;
+  const at::Tensor p = prediction.to(torch::kFloat);
+  const int64_t bs = p.size(0), n = p.size(1), nc = p.size(2) - 5;
+  const int64_t k = std::min<int64_t>(opt.max_det, n);
+  const at::Tensor scores = p.slice(2, 5);  // (bs, n, nc); the objectness column is 1
+  at::Tensor conf, cls, anchor;
+  if (opt.agnostic) {
+    const auto [best, label] = scores.max(-1);
+    std::tie(conf, anchor) = best.topk(k, 1);
+    cls = label.gather(1, anchor).to(torch::kFloat);
+  } else {
+    const at::Tensor top = std::get<1>(std::get<0>(scores.max(-1)).topk(k, 1));  // (bs, k)
+    const at::Tensor s = scores.gather(1, top.unsqueeze(-1).expand({bs, k, nc}));
+    at::Tensor flat;
+    std::tie(conf, flat) = s.flatten(1).topk(k, 1);
+    cls = flat.remainder(nc).to(torch::kFloat);
+    anchor = top.gather(1, flat.div(nc, "floor"));
+  }
+  const at::Tensor xywh = p.slice(2, 0, 4).gather(1, anchor.unsqueeze(-1).expand({bs, k, 4}));
+  at::Tensor keep = conf > opt.conf_thres;
+  if (!opt.classes.empty()) {
+    keep &=
+        torch::isin(cls, torch::tensor(opt.classes, torch::kLong).to(cls.device(), cls.dtype()));
+  }
+  const at::Tensor rows = torch::cat({xywh2xyxy(xywh.reshape({-1, 4})).view({bs, k, 4}),
+                                      conf.unsqueeze(-1), cls.unsqueeze(-1)},
+                                     -1)
+                              .cpu();
+  keep = keep.cpu();
+  std::vector<at::Tensor> out;
+  for (int64_t i = 0; i < bs; ++i) {
+    out.push_back(rows[i].index_select(0, keep[i].nonzero().view(-1)));
+  }
+  return out;
+}
+
 std::vector<at::Tensor> non_max_suppression(const at::Tensor& prediction, const NmsOptions& opt) {
+  if (opt.end2end) return topk_detections(prediction, opt);
   check_thresholds(opt);
   torch::NoGradGuard no_grad;
   const int64_t bs = prediction.size(0);
@@ -260,7 +302,7 @@ BatchDetections non_max_suppression_batched(const at::Tensor& prediction, const 
   torch::NoGradGuard no_grad;
   // On the CPU, reading values costs nothing: the per-image pass scans only the candidates it
   // needs, where the device's schedule does max_det rounds over all of them.
-  if (prediction.device().is_cpu() && !device_schedule) {
+  if (opt.end2end || (prediction.device().is_cpu() && !device_schedule)) {
     return pack(non_max_suppression(prediction, opt));
   }
   check_thresholds(opt);

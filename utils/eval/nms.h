@@ -1,6 +1,7 @@
 #pragma once
 // YOLOv5 v7.0's non_max_suppression: confidence = objectness x class score, class-offset batched
-// NMS, optional multi-label, max_det per image.
+// NMS, optional multi-label, max_det per image; and the top-k selection of end-to-end heads (no
+// NMS), which both entry points run when NmsOptions::end2end is set.
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -14,6 +15,9 @@ struct NmsOptions {
   bool agnostic = false;
   bool multi_label = false;
   int max_det = 300;
+  // The prediction is an end-to-end head's (YOLO26's one-to-one): topk_detections runs in NMS's
+  // place (iou_thres, multi_label and stable_ties are not used).
+  bool end2end = false;
   // Equal confs in candidate order (box, then class), as the batched NMS ranks them. Off: in
   // argsort's order, which the CPU's recorded results depend on.
   bool stable_ties = false;
@@ -47,6 +51,12 @@ struct BatchDetections {
 // candidates it needs); `device_schedule` runs the GPU's tensor ops there too.
 BatchDetections non_max_suppression_batched(const at::Tensor& prediction, const NmsOptions& opt,
                                             bool device_schedule = false);
+
+// Ultralytics' post-processing of an end-to-end head, without NMS: the max_det anchors of highest
+// class score, then the max_det highest (anchor, class) scores among them (the single best class
+// of each with `agnostic`), kept where conf > conf_thres and the class is in `classes`; rows as
+// non_max_suppression's, in descending conf. One copy of max_det rows per image to the host.
+std::vector<at::Tensor> topk_detections(const at::Tensor& prediction, const NmsOptions& opt);
 
 // Greedy NMS of xyxy `boxes` with `scores` on their own device; returns kept indices in
 // descending score order (torchvision.ops.nms semantics). With max_keep >= 0 it stops once that

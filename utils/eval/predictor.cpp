@@ -162,6 +162,7 @@ DetectorOptions detector_options(const DetectConfig& cfg) {
   o.agnostic_nms = cfg.agnostic_nms;
   o.half = cfg.half;
   o.augment = cfg.augment;
+  o.end2end = cfg.end2end;
   if (!cfg.data.empty()) o.data = resolve_config(cfg.data, ConfigKind::kData, "--data");
   return o;
 }

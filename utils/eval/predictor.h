@@ -21,6 +21,7 @@ struct DetectConfig {
   bool save_crop = false;  // crops/<class name>/<image stem>[N].jpg per box, as YOLOv5's
   bool agnostic_nms = false, half = false, hide_labels = false, hide_conf = false;
   bool augment = false;  // test-time augmentation (.pt weights)
+  bool end2end = false;  // YOLO26: the one-to-one head's top detections, no NMS
   std::string project = "runs/detect", name = "exp";
   bool exist_ok = false;
   int line_thickness = 3;

@@ -59,6 +59,8 @@ const std::vector<cli::Flag<ValArgs>>& flags() {
           .check([](const double& v) { return v == -1 ? std::string() : in_range(0, 1)(v); }),
       Bind("max-det", &A::max_det, "maximum detections per image")
           .check(at_least(1, "must be >= 1")),
+      Bind("end2end", &A::end2end,
+           "end-to-end models (YOLO26): the one-to-one head's top detections, no NMS"),
       Bind("task", &A::task, "val, test, speed or study")
           .metavar("val|test|speed|study")
           .check([](const std::string& t) {
@@ -106,6 +108,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   io.device = dev.device;
   io.fuse = true;  // as YOLOv5's val.py (DetectMultiBackend fuses)
   io.augment = a.augment;
+  io.end2end = a.end2end;
   InferenceModel model(weights, io);
   ValOutcome out;
   out.data_yaml = data;
@@ -173,6 +176,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   cfg.iou_thres = a.iou_thres >= 0 ? a.iou_thres : family_val_iou(model);
   cfg.protocol = model_family_of(model.anchor_free()).val_protocol;
   cfg.max_det = a.max_det;
+  cfg.end2end = a.end2end;
   // As val.py: float32 unless asked; speed and study use float16 on a GPU.
   cfg.half = a.half || (dev.device.is_cuda() && (a.task == "speed" || a.task == "study"));
   cfg.names = model.names();

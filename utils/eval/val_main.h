@@ -23,6 +23,7 @@ struct ValArgs {
   bool single_cls = false, save_txt = false, save_conf = false, save_json = false;
   std::string project = "runs/val", name = "exp";
   bool exist_ok = false, verbose = false, noplots = false, half = false, augment = false;
+  bool end2end = false;  // YOLO26: the one-to-one head's top-k detections, no NMS
 };
 
 // One study row as YOLOv5 writes it: P, R, mAP50, mAP50-95, the three val losses (0 without a

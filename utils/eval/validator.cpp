@@ -63,6 +63,7 @@ class Validation {
     nms_.iou_thres = cfg.iou_thres;
     nms_.max_det = cfg.max_det;
     nms_.multi_label = true;
+    nms_.end2end = cfg.end2end;
     const std::filesystem::path dir(cfg.save_dir);
     if (cfg.save_json) {
       json_.open(dir / cfg.json_name);

@@ -20,6 +20,8 @@ struct ValConfig {
   double conf_thres = 0.001;
   double iou_thres = 0.6;
   int max_det = 300;
+  // The model's one-to-one (end-to-end) head: its top-k detections without NMS (YOLO26).
+  bool end2end = false;
   ValProtocol protocol = ValProtocol::kYolov5;  // the model family's
   // On CUDA the forward under float16 autocast, as YOLOv5's val with half=True (what its training
   // uses); the CPU always runs float32.
