@@ -36,7 +36,7 @@ from ultralytics.nn.tasks import DetectionModel  # noqa: E402
 torch.manual_seed(0)
 m = DetectionModel(a.cfg, ch=3, nc=80, verbose=False).eval()
 with torch.no_grad():
-    for seq in m.model[-1].cv3:
+    for seq in [*m.model[-1].cv3, *(getattr(m.model[-1], "one2one_cv3", None) or [])]:
         seq[-1].bias.add_(9.0)
 pt = os.path.join(a.out, "model.pt")
 torch.save({"model": copy.deepcopy(m).half(), "ema": None, "optimizer": None, "epoch": -1,
@@ -46,12 +46,12 @@ images = sorted(glob.glob(os.path.join(a.source, "*.jpg")))
 env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), YOLO_FIXED_THREADS="1")
 
 
-def theirs(weights):
+def theirs(weights, **kwargs):
     ul = YOLO(weights, task="detect")
-    ul.predict(images[0], imgsz=a.imgsz, device="cpu", verbose=False)  # warm-up
+    ul.predict(images[0], imgsz=a.imgsz, device="cpu", verbose=False, **kwargs)  # warm-up
     speeds, boxes = [], 0
     for f in images:
-        r = ul.predict(f, imgsz=a.imgsz, device="cpu", verbose=False, iou=0.7)[0]
+        r = ul.predict(f, imgsz=a.imgsz, device="cpu", verbose=False, iou=0.7, **kwargs)[0]
         speeds.append(r.speed)
         boxes += len(r.boxes)
     parts = {k: sum(s[k] for s in speeds) / len(speeds)
@@ -59,11 +59,11 @@ def theirs(weights):
     return sum(parts.values()), boxes, parts
 
 
-def ours(weights, name):
+def ours(weights, name, *args):
     p = subprocess.run([a.detect, "--weights", weights, "--source", a.source,
                         "--imgsz", str(a.imgsz), "--max-det", "300", "--device", "cpu",
                         "--nosave", "--save-txt", "--project", a.out, "--name", name,
-                        "--exist-ok"], env=env, capture_output=True, text=True)
+                        "--exist-ok", *args], env=env, capture_output=True, text=True)
     if p.returncode:
         sys.exit(p.stderr[-2000:])
     ms = re.search(r"Speed: ([\d.]+)ms per image", p.stdout + p.stderr)
@@ -94,3 +94,18 @@ for what, f in (("Ultralytics' .pt", pt), ("our TorchScript export", pt[:-3] + "
     notes.append(f"{what}: Ultralytics' parts pre-process {parts['preprocess']:.1f}, inference "
                  f"{parts['inference']:.1f}, NMS {parts['postprocess']:.1f} ms")
 print("\n".join(notes))
+
+# An end-to-end model (YOLO26): its one-to-one head's top-k without NMS against the default
+# one-to-many head with NMS, both trainers, on the .pt file.
+if getattr(m.model[-1], "one2one_cv3", None) is not None:
+    print("\n| .pt, ms per image (pre-process + inference + post-processing) | ours | "
+          "Ultralytics 8.4.190 | ours / theirs | boxes (ours, theirs) |")
+    print("|---|---|---|---|---|")
+    for what, our_args, their_args in (("one-to-many head + NMS", [], {}),
+                                       ("one-to-one head, top-k (--end2end, nms=False)",
+                                        ["--end2end"], {"nms": False})):
+        shutil.rmtree(os.path.join(a.out, "ours"), ignore_errors=True)
+        our_ms, our_n = ours(pt, "ours", *our_args)
+        their_ms, their_n, parts = theirs(pt, **their_args)
+        print(f"| {what} | {our_ms:.1f} | {their_ms:.1f} | {our_ms / their_ms:.2f} | "
+              f"{our_n}, {their_n} |")

@@ -86,6 +86,29 @@ if [ "$TORCH_KIND" = wheel ]; then
   fi
   PY="$PWD/$VENV/bin/python"
   SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  TEST_PACKAGES_PENDING=$TEST_PACKAGES  # installed beside the build (install_test_packages)
+  # The CUDA build's CMake config needs the toolkit's nvcc; Debian does not put it on PATH.
+  if ! command -v nvcc >/dev/null; then
+    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+      [ -x "$d/nvcc" ] && { PATH="$d:$PATH"; break; }
+    done
+  fi
+  command -v nvcc >/dev/null || {
+    echo "setup: the CUDA wheel's LibTorch needs the CUDA toolkit (nvcc) to configure; install" \
+      "CUDA 13 or use 'scripts/setup.sh --torch system' for Debian's CPU-only LibTorch" >&2
+    exit 1
+  }
+  # The torch folder first, so its lib/ wins over a Debian libtorch in /usr/lib.
+  CONFIG+=(-DCMAKE_PREFIX_PATH="$SITE/torch;$SITE/torch/share/cmake" -DNCCL_ROOT="$SITE/nvidia/nccl"
+    -DYOLO_PYTHON="$PY" -DTORCH_CUDA_ARCH_LIST=9.0)
+else
+  CONFIG+=(-DYOLO_PYTHON=/usr/bin/python3)
+fi
+
+# The test-only Python packages (wheel builds): YOLOv5 7.0's set and Ultralytics 8.4.190's, each in
+# a venv of its own borrowing .venv's torch through a .pth file. Network and disk bound, so they
+# install while the compiler runs.
+install_test_packages() {
   # The test-only Python packages, beside .venv and borrowing its torch through a .pth file.
   TEST_VENV=.cache/test-venv
   TEST_REQ=scripts/requirements-test.txt
@@ -124,24 +147,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
     touch "$stamp"
     echo "setup: Ultralytics installed in $(($(date +%s) - start)) s"
   fi
-  # The CUDA build's CMake config needs the toolkit's nvcc; Debian does not put it on PATH.
-  if ! command -v nvcc >/dev/null; then
-    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
-      [ -x "$d/nvcc" ] && { PATH="$d:$PATH"; break; }
-    done
-  fi
-  command -v nvcc >/dev/null || {
-    echo "setup: the CUDA wheel's LibTorch needs the CUDA toolkit (nvcc) to configure; install" \
-      "CUDA 13 or use 'scripts/setup.sh --torch system' for Debian's CPU-only LibTorch" >&2
-    exit 1
-  }
-  # The torch folder first, so its lib/ wins over a Debian libtorch in /usr/lib.
-  CONFIG+=(-DCMAKE_PREFIX_PATH="$SITE/torch;$SITE/torch/share/cmake" -DNCCL_ROOT="$SITE/nvidia/nccl"
-    -DYOLO_PYTHON="$PY" -DTORCH_CUDA_ARCH_LIST=9.0)
-else
-  CONFIG+=(-DYOLO_PYTHON=/usr/bin/python3)
-fi
+}
 
+if [ "${TEST_PACKAGES_PENDING:-0}" = 1 ] && [ "$BUILD" = 0 ]; then
+  install_test_packages
+  TEST_PACKAGES_PENDING=0
+fi
 [ "$BUILD" = 1 ] || exit 0
 
 BUILD_DIR=${BUILD_DIR:-$DEFAULT_BUILD_DIR}
@@ -157,4 +168,22 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ((${#CMAKE_ARGS[@]})); then
   cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release "${CONFIG[@]}" \
     "${CMAKE_ARGS[@]}" >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${TARGETS[@]}"
+packages_log=""
+if [ "${TEST_PACKAGES_PENDING:-0}" = 1 ]; then
+  packages_log=$(mktemp)
+  install_test_packages >"$packages_log" 2>&1 &
+  packages_pid=$!
+fi
+build_status=0
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${TARGETS[@]}" || build_status=$?
+if [ -n "$packages_log" ]; then
+  packages_status=0
+  wait "$packages_pid" || packages_status=$?
+  cat "$packages_log"
+  rm -f "$packages_log"
+  if [ "$packages_status" != 0 ]; then
+    echo "setup: installing the test-only Python packages failed (exit $packages_status)" >&2
+    exit "$packages_status"
+  fi
+fi
+exit "$build_status"

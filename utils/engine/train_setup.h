@@ -39,7 +39,7 @@ struct Schedule {
   double lr0 = 0.01;
   int batch_size = 16;       // total over the ranks
   int accumulate = 1;        // batches per optimizer step after warmup
-  double warmup_epochs = 3;  // in epochs; at least 100 batches
+  double warmup_epochs = 3;  // in epochs (the batches: the family's WarmupRule)
   double warmup_bias_lr = 0.1, warmup_momentum = 0.8, momentum = 0.937;
 };
 

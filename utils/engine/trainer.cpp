@@ -79,7 +79,8 @@ Trainer::Trainer(TrainSetup setup, std::optional<PhaseClock::Mode> timing)
   stepper_ = std::make_unique<OptimizerStep>(*s_.optimizer, s_.loop.optimizer,
                                              OptimizerStep::default_kernel(s_.dev.device));
   nb_ = static_cast<int64_t>(s_.train_loader->num_batches());
-  nw_ = std::max<int64_t>(std::llround(s_.schedule.warmup_epochs * nb_), 100);
+  nw_ = warmup_batches(model_family(*s_.model).warmup, s_.schedule.warmup_epochs, s_.loop.epochs,
+                       nb_);
 }
 
 Checkpoint Trainer::make_checkpoint(int done_epoch) const {
@@ -167,7 +168,7 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     at::Tensor imgs = batch_images_to_device(*batch, device);
     const at::Tensor targets = batch->targets.to(device, true);
     timing.images += imgs.size(0);
-    if (ni <= nw_) warmup(ni, epoch);
+    if (nw_ > 0 && ni <= nw_) warmup(ni, epoch);
     if (s_.loop.multi_scale) imgs = multi_scale(imgs, ni);
     clock_.lap(&timing.transfer);
     const bool stepping = ni - last_opt_step_ >= accumulate_;

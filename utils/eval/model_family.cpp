@@ -1,5 +1,8 @@
 #include "utils/eval/model_family.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "utils/eval/end2end_loss.h"
 
 namespace yolo {
@@ -31,6 +34,14 @@ std::unique_ptr<DetectionLoss> end2end_loss(const DetectionModelImpl& model, con
 
 }  // namespace
 
+int64_t warmup_batches(WarmupRule rule, double warmup_epochs, int epochs, int64_t nb) {
+  if (rule == WarmupRule::kYolov5) {
+    return std::max<int64_t>(std::llround(warmup_epochs * static_cast<double>(nb)), 100);
+  }
+  const double e = std::min(warmup_epochs, std::max(epochs - 1, 0) * 1.0);
+  return e > 0 ? static_cast<int64_t>(std::nearbyint(e * static_cast<double>(nb))) : 0;
+}
+
 const ModelFamily& model_family(const ModelSpec& spec) {
   static const ModelFamily yolov5{"YOLOv5 (anchor-based)",
                                   {"box_loss", "obj_loss", "cls_loss"},
@@ -57,12 +68,14 @@ const ModelFamily& model_family(const ModelSpec& spec) {
                                        false,
                                        ExportLayout::kUltralytics,
                                        10,
-                                       &anchor_free_loss};
+                                       &anchor_free_loss,
+                                       WarmupRule::kUltralytics};
   static const ModelFamily end2end = [] {  // YOLOv8's and YOLO11's settings, its own loss
     ModelFamily f = anchor_free;
     f.name = "YOLO26 (end-to-end)";
     f.loss_names = {"box_loss", "cls_loss", "l1_loss"};
     f.make_loss = &end2end_loss;
+    f.cpu_channels_last = false;
     return f;
   }();
   if (!spec.anchor_free) return yolov5;

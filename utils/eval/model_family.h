@@ -6,6 +6,7 @@
 // (AutoAnchor). The trainer, validator, predictor and exporter ask the family; none tests the model
 // type.
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,12 @@ struct LossConfig {
 // Ultralytics' YOLO() reads. val and detect read both (utils/eval/inference_model.h).
 enum class ExportLayout { kYolov5, kUltralytics };
 
+// How many batches warm the learning rate, momentum and accumulation up: YOLOv5's
+// max(round(warmup_epochs x nb), 100), or Ultralytics' round(min(warmup_epochs, epochs - 1) x nb),
+// which has no floor and is none for a one-epoch run.
+enum class WarmupRule { kYolov5, kUltralytics };
+int64_t warmup_batches(WarmupRule rule, double warmup_epochs, int epochs, int64_t nb);
+
 struct ModelFamily {
   std::string name;               // as logs print it
   LossNames loss_names;           // the loss items, in order (results.csv's columns)
@@ -44,6 +51,8 @@ struct ModelFamily {
   int close_mosaic = 0;  // epochs at the end trained without mosaic (Ultralytics' close_mosaic)
   std::unique_ptr<DetectionLoss> (*make_loss)(const DetectionModelImpl& model,
                                               const LossConfig& config) = nullptr;
+  WarmupRule warmup = WarmupRule::kYolov5;
+  bool cpu_channels_last = true;  // --memory-format auto on the CPU trains in channels-last memory
 };
 
 const ModelFamily& model_family(const ModelSpec& spec);

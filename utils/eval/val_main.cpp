@@ -93,6 +93,18 @@ struct ValOutcome {
   int batch = 0, shape_h = 0, shape_w = 0;
 };
 
+InferenceOptions inference_options(const ValArgs& a, const std::string& data,
+                                   const torch::Device& device) {
+  InferenceOptions io;
+  io.cfg = a.cfg;
+  io.data = data;
+  io.device = device;
+  io.fuse = true;  // as YOLOv5's val.py (DetectMultiBackend fuses)
+  io.augment = a.augment;
+  io.end2end = a.end2end;
+  return io;
+}
+
 // The validation val.py's run() does for one set of weights at one image size, reported as it
 // reports it (the results table and the speed line).
 ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag,
@@ -102,14 +114,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   if (!data.empty()) data = resolve_config(data, ConfigKind::kData, "--data");
   const DeviceSelection dev = select_device(a.device, batch);
   if (dev.device.is_cpu()) start_threads_on_cpu();
-  InferenceOptions io;
-  io.cfg = a.cfg;
-  io.data = data;
-  io.device = dev.device;
-  io.fuse = true;  // as YOLOv5's val.py (DetectMultiBackend fuses)
-  io.augment = a.augment;
-  io.end2end = a.end2end;
-  InferenceModel model(weights, io);
+  InferenceModel model(weights, inference_options(a, data, dev.device));
   ValOutcome out;
   out.data_yaml = data;
   if (data.empty()) {
