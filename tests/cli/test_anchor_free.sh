@@ -78,8 +78,11 @@ echo "bad model YAMLs fail naming the file and what is supported"
 # bfloat16 Newton-Schulz iterations are slow on a CPU without bfloat16 arithmetic), stopped by
 # SIGTERM after its first epoch, then resumed with its optimizer state.
 mkdir -p "$tmp/small"
-find "$tmp/shapes/images/train" -name '*.png' | sort | head -32 >"$tmp/small/train.txt"
-find "$tmp/shapes/images/val" -name '*.png' | sort | head -16 >"$tmp/small/val.txt"
+# Whole lists first: `| head` would end sort early, which pipefail turns into a silent exit.
+mapfile -t train_images < <(find "$tmp/shapes/images/train" -name '*.png' | sort)
+mapfile -t val_images < <(find "$tmp/shapes/images/val" -name '*.png' | sort)
+printf '%s\n' "${train_images[@]:0:32}" >"$tmp/small/train.txt"
+printf '%s\n' "${val_images[@]:0:16}" >"$tmp/small/val.txt"
 cat >"$tmp/small.yaml" <<YAML
 path: $tmp/shapes
 train: $tmp/small/train.txt
@@ -99,7 +102,7 @@ for _ in $(seq 1 3000); do
   sleep 0.1
 done
 [[ -f "$run/weights/last.pt" ]] || { tail -20 "$tmp/yolo26.log"; fail "yolo26: no last.pt after epoch 1"; }
-kill -TERM $pid
+kill -TERM $pid 2>/dev/null || true  # a run that already ended is caught below
 wait $pid && fail "yolo26: exit status 0 after SIGTERM"
 grep -q "optimizer: MuSGD(lr=0.01) with parameter groups .*; the classification branches' [0-9]* at 3x lr" \
   "$tmp/yolo26.log" || fail "yolo26: no MuSGD line: $(grep optimizer "$tmp/yolo26.log")"
