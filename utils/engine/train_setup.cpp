@@ -319,15 +319,13 @@ void build_optimizer(TrainSetup& s) {
   const auto count = [&](auto ParamGroups::*field) {
     return std::to_string((groups.*field).size() + (boosted.*field).size());
   };
+  const size_t n_boosted = boosted.bias.size() + boosted.weight.size() + boosted.bn.size();
   log_info("optimizer: " + s.loop.optimizer + "(lr=" + format_number("%g", hyp.lr0) +
            ") with parameter groups " + count(&ParamGroups::bn) + " weight(decay=0.0), " +
            count(&ParamGroups::weight) + " weight(decay=" + format_number("%g", hyp.weight_decay) +
            "), " + count(&ParamGroups::bias) + " bias" +
-           (boosted.weight.empty() ? std::string()
-                                   : "; the classification branches' " +
-                                         std::to_string(boosted.bias.size() +
-                                                        boosted.weight.size() + boosted.bn.size()) +
-                                         " at 3x lr"));
+           (n_boosted ? "; the classification branches' " + std::to_string(n_boosted) + " at 3x lr"
+                      : std::string()));
   sc.lf = lr_lambda(s.opt.cos_lr, s.opt.epochs, hyp.lrf);
   sc.lr0 = hyp.lr0;
   sc.warmup_epochs = hyp.warmup_epochs;

@@ -140,8 +140,7 @@ LossResult AnchorFreeLoss::operator()(const std::vector<at::Tensor>& p,
   } else {
     // Raw distances (YOLO26): L1 between predicted and target distances as fractions of the
     // image's width and height, in the DFL term's place.
-    const float h = f.imgsz[0].item<float>(), w = f.imgsz[1].item<float>();
-    const at::Tensor scale = torch::tensor({w, h, w, h}, weight.options());
+    const at::Tensor scale = f.imgsz.flip(0).repeat({2}).to(weight.device());  // w, h, w, h
     const at::Tensor target = torch::cat({f.anchors - target_boxes.slice(-1, 0, 2),
                                           target_boxes.slice(-1, 2, 4) - f.anchors},
                                          -1) *
