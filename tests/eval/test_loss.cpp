@@ -1,11 +1,16 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "models/anchor_free_detect.h"
+#include "models/yolo.h"
+#include "utils/core/paths.h"
 #include "utils/eval/anchor_free_loss.h"
 #include "utils/eval/loss.h"
+#include "utils/eval/model_family.h"
 #include "utils/eval/task_aligned_assigner.h"
 
 namespace {
@@ -254,4 +259,60 @@ TEST(AnchorFreeLoss, SparseAndDenseAssignmentAgree) {
   EXPECT_TRUE(
       torch::equal(s.target_gt_idx.masked_select(s.fg), d.target_gt_idx.masked_select(d.fg)));
   EXPECT_TRUE(torch::allclose(s.scores, d.scores, 1e-6, 1e-7));
+}
+
+// Training's default memory format on the CPU (channels-last, with the fused BatchNorm+SiLU
+// kernel) computes the same loss, gradients and running statistics as NCHW, and its eval-mode
+// outputs are NCHW's, for YOLO26 (both heads, attention blocks, the residual SPPF).
+TEST(MemoryFormat, Yolo26ChannelsLastTrainsAndInfersAsNchw) {
+  const std::string cfg = yolo::project_root() + "/configs/models/yolo26n.yaml";
+  torch::manual_seed(0);
+  yolo::DetectionModel a = yolo::build_model(cfg, 3);
+  torch::manual_seed(0);
+  yolo::DetectionModel b = yolo::build_model(cfg, 3);
+  yolo::to_channels_last(*b);
+  torch::manual_seed(1);
+  const torch::Tensor x = torch::rand({2, 3, 64, 64});
+  const torch::Tensor targets = torch::tensor({{0.f, 0.f, 0.3f, 0.4f, 0.3f, 0.2f},
+                                               {0.f, 2.f, 0.7f, 0.6f, 0.2f, 0.4f},
+                                               {1.f, 1.f, 0.5f, 0.5f, 0.5f, 0.4f}});
+  yolo::LossConfig config;
+  a->train();
+  b->train();
+  const auto la = yolo::model_family(*a).make_loss(*a, config);
+  const auto lb = yolo::model_family(*b).make_loss(*b, config);
+  const yolo::LossResult ra = (*la)(a->forward_raw(x), targets);
+  const yolo::LossResult rb =
+      (*lb)(b->forward_raw(x.contiguous(at::MemoryFormat::ChannelsLast)), targets);
+  EXPECT_NEAR(ra.loss.sum().item<float>(), rb.loss.sum().item<float>(),
+              1e-5 * ra.loss.sum().item<float>());
+  ra.loss.sum().backward();
+  rb.loss.sum().backward();
+  const auto pa = a->named_parameters(), pb = b->named_parameters();
+  int compared = 0;
+  for (const auto& kv : pa) {
+    const torch::Tensor ga = kv.value().grad(), gb = pb[kv.key()].grad();
+    ASSERT_EQ(ga.defined(), gb.defined()) << kv.key();
+    if (!ga.defined()) continue;
+    // Parameters whose true gradient is zero (a BatchNorm's bias ahead of another BatchNorm) keep
+    // float noise of about 1e-7; the floor covers it.
+    const double scale = ga.abs().max().item<double>();
+    EXPECT_LE((ga - gb).abs().max().item<double>(), 2e-3 * scale + 1e-6) << kv.key();
+    ++compared;
+  }
+  EXPECT_GT(compared, 300);
+  const auto ba = a->named_buffers(), bb = b->named_buffers();
+  for (const auto& kv : ba) {
+    if (!kv.value().is_floating_point()) continue;
+    EXPECT_TRUE(torch::allclose(kv.value(), bb[kv.key()], 1e-4, 1e-5)) << kv.key();
+  }
+  torch::NoGradGuard no_grad;
+  a->eval();
+  b->eval();
+  const auto oa = a->forward_raw(x);
+  const auto ob = b->forward_raw(x.contiguous(at::MemoryFormat::ChannelsLast));
+  ASSERT_EQ(oa.size(), ob.size());
+  for (size_t i = 0; i < oa.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(oa[i], ob[i], 1e-4, 1e-4)) << "level " << i;
+  }
 }

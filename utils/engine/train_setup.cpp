@@ -258,14 +258,6 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
   // auto: channels-last on the CPU (oneDNN) and on CUDA, where AMP's tensor-core convolutions
   // run on NHWC (the plain-PyTorch reference: 2x the images/s of NCHW on an H100).
   s.channels_last = s.opt.memory_format != "contiguous";
-  if (s.channels_last && s.opt.memory_format == "auto" && s.dev.device.is_cpu() &&
-      !model_family(*s.model).cpu_channels_last) {
-    // YOLO26 on the CPU in channels-last memory: its validation's class scores diverge after
-    // warmup (mAP50-95 falls from epoch 8 on the shapes data), which NCHW does not show.
-    s.channels_last = false;
-    log_info("memory format: contiguous (NCHW) for " + model_family(*s.model).name +
-             " on the CPU, where its channels-last training does not yet validate as it should");
-  }
   if (s.channels_last) to_channels_last(*s.model);
   log_info(s.model->summary());
   freeze_layers(s.model, opt.freeze);

@@ -75,7 +75,6 @@ const ModelFamily& model_family(const ModelSpec& spec) {
     f.name = "YOLO26 (end-to-end)";
     f.loss_names = {"box_loss", "cls_loss", "l1_loss"};
     f.make_loss = &end2end_loss;
-    f.cpu_channels_last = false;
     return f;
   }();
   if (!spec.anchor_free) return yolov5;

@@ -52,7 +52,6 @@ struct ModelFamily {
   std::unique_ptr<DetectionLoss> (*make_loss)(const DetectionModelImpl& model,
                                               const LossConfig& config) = nullptr;
   WarmupRule warmup = WarmupRule::kYolov5;
-  bool cpu_channels_last = true;  // --memory-format auto on the CPU trains in channels-last memory
 };
 
 const ModelFamily& model_family(const ModelSpec& spec);
