@@ -29,8 +29,9 @@ struct DetectorOptions {
   bool agnostic_nms = false;  // NMS across classes
   bool half = false;          // float16 inference (CUDA, .pt weights)
   bool augment = false;       // test-time augmentation: flips and scales (.pt weights)
-  bool end2end = false;       // end-to-end models (YOLO26, .pt weights): the one-to-one head's
-                              // top detections, no NMS
+  bool end2end = false;       // end-to-end models (YOLO26 .pt weights): the one-to-one head's
+                              // top detections, no NMS (a file exported with export --end2end
+                              // runs so without it)
   std::string data;           // a dataset YAML whose names replace the weights' (optional)
   std::string cfg;            // .pt only: a model YAML instead of the checkpoint's (optional)
   bool verbose = false;       // print what loading reports (the detect program's lines)

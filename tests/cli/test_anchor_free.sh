@@ -3,7 +3,8 @@
 # (yolov8.yaml and yolo11.yaml at scale n) each train one epoch with their own default
 # hyperparameters, optimizer choice, close_mosaic and loss columns, then val and detect read the
 # result; export writes yolo11n in Ultralytics' layout and val runs both files. Bad model YAMLs
-# fail naming the file and what is supported. YOLO26 trains with MuSGD, is stopped and resumed.
+# fail naming the file and what is supported. YOLO26 trains with MuSGD, is stopped and resumed,
+# and is exported end to end.
 # Usage: test_anchor_free.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 BIN=${1:?usage: test_anchor_free.sh BIN_DIR SOURCE_DIR}
@@ -135,6 +136,27 @@ grep -q "best.pt has no one-to-one (end-to-end) head; end-to-end models (YOLO26)
   <<<"$out" || fail "unclear message for --end2end on yolo11n: $out"
 out=$("$BIN/detect" --weights "${best%.pt}.onnx" --source "$tmp/shapes/images/val" --imgsz 64 \
   --device cpu --end2end 2>&1) && fail "detect --end2end ran an ONNX file"
-grep -q "end2end: the end-to-end head is chosen among a .pt file's heads" <<<"$out" ||
-  fail "unclear message for --end2end on an ONNX file: $out"
-echo "yolo26: trained with MuSGD and its end-to-end loss, stopped, resumed; val reads it with and without NMS"
+grep -q "best.onnx was exported without --end2end (its ONNX output needs NMS); export the .pt" \
+  <<<"$out" || fail "unclear message for --end2end on an ONNX file: $out"
+# Exported end to end: (1, 300, 6) detections; val reads the TorchScript file as the .pt's
+# one-to-one head; yolo11n has none to export.
+e2e=$tmp/e2e
+mkdir -p "$e2e"
+cp "$run/weights/best.pt" "$e2e/y26.pt"
+"$BIN/export" --weights "$e2e/y26.pt" --include torchscript onnx --imgsz 64 --end2end \
+  >"$tmp/export_e2e.log" 2>&1 || { tail -20 "$tmp/export_e2e.log"; fail "export --end2end yolo26"; }
+grep -q "output shape (1, 84, 6)" "$tmp/export_e2e.log" ||
+  fail "export --end2end: not (1, k, 6) detections: $(grep "output shape" "$tmp/export_e2e.log")"
+"$BIN/val" --weights "$e2e/y26.torchscript" --data "$tmp/small.yaml" --imgsz 64 --device cpu \
+  --project "$tmp/val" --name yolo26ts >"$tmp/val_yolo26ts.log" 2>&1 ||
+  { tail -20 "$tmp/val_yolo26ts.log"; fail "val e2e TorchScript"; }
+ts_all=$(grep " all " "$tmp/val_yolo26ts.log")
+pt_all=$(grep " all " "$tmp/val_yolo26e2e.log")
+[[ "$ts_all" == "$pt_all" ]] ||
+  fail "val of the end-to-end TorchScript file: '$ts_all'; the .pt with --end2end: '$pt_all'"
+out=$("$BIN/export" --weights "$best" --include torchscript --imgsz 64 --end2end 2>&1) &&
+  fail "export --end2end ran a model without a one-to-one head"
+grep -q "end2end: .*best.pt has no one-to-one (end-to-end) head" <<<"$out" ||
+  fail "unclear message for export --end2end on yolo11n: $out"
+echo "yolo26: trained with MuSGD and its end-to-end loss, stopped, resumed; val reads it with and"
+echo "  without NMS, and its end-to-end export (TorchScript: the .pt's --end2end metrics)"

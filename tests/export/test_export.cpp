@@ -14,6 +14,7 @@
 #include "models/yolo.h"
 #include "utils/core/paths.h"
 #include "utils/eval/inference_model.h"
+#include "utils/eval/nms.h"
 #include "utils/eval/onnx_info.h"
 #include "utils/export/export_graph.h"
 #include "utils/export/export_metadata.h"
@@ -322,3 +323,142 @@ INSTANTIATE_TEST_SUITE_P(Families, AnchorFreeExportTest,
                          ::testing::Values("yolov8n", "yolo11n", "yolo26n"));
 
 }  // namespace
+
+// YOLO26 exported end to end: the one-to-one head and its top-k in the file, (B, k, 6) rows that
+// equal the top-k detections of the model's own one-to-one output, read back by val and detect
+// as end-to-end predictions.
+class End2EndExportTest : public ModelExportTest {
+ protected:
+  void SetUp() override {
+    build("yolo26n");
+    model_->head().select_for_inference(true);
+    // BatchNorm statistics away from 0/1, so that scores differ from anchor to anchor (ties
+    // would leave the top-k's order to each kernel).
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(1);
+    for (auto& kv : model_->named_parameters()) {
+      kv.value().add_(torch::randn_like(kv.value()) * 0.05);
+      // Class logits raised from their initial 1 % prior, so that scores spread over 0.01..1.
+      const std::string& k = kv.key();
+      if (k.find("one2one_cv3") != std::string::npos && k.size() > 7 &&
+          k.compare(k.size() - 7, 7, ".2.bias") == 0) {
+        kv.value().add_(3.0);
+      }
+    }
+  }
+  // Rows of (n, 6) detections found among `got`'s within atol, whatever their order: scores that
+  // differ by float rounding may swap places, and the last rows change where they tie at the k-th.
+  static void expect_same_rows(const torch::Tensor& got, const torch::Tensor& want, int slack) {
+    ASSERT_EQ(got.size(1), want.size(1));
+    const torch::Tensor d =
+        (got.unsqueeze(0) - want.unsqueeze(1)).abs() / (want.unsqueeze(1).abs() + 1);  // (n, m, 6)
+    const int64_t found =
+        (std::get<0>(d.amax(2).min(1)) <= 1e-4).sum().item<int64_t>();  // want rows found
+    EXPECT_GE(found, want.size(0) - slack) << "of " << want.size(0) << " rows";
+    EXPECT_LE(std::abs(got.size(0) - want.size(0)), slack);
+  }
+  // The model's detections by the top-k of its one-to-one rows, with no confidence filter.
+  std::vector<torch::Tensor> detections(const torch::Tensor& x) {
+    yolo::NmsOptions o;
+    o.end2end = true;
+    o.conf_thres = 0.0;
+    return yolo::topk_detections(rows(x), o);
+  }
+  static yolo::NmsOptions nms_e2e() {
+    yolo::NmsOptions o;
+    o.end2end = true;
+    o.conf_thres = 0.0;
+    return o;
+  }
+  yolo::ExportDescription description() const {
+    yolo::ExportDescription d;
+    d.model = "yolo26n";
+    d.names = kNames;
+    d.height = 64;
+    d.width = 96;
+    d.end2end = true;
+    return d;
+  }
+};
+
+TEST_F(End2EndExportTest, TorchScriptGivesTheOneToOneTopkAndReadsBack) {
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  ASSERT_TRUE(g.head.end2end);
+  EXPECT_EQ(g.head.box.size(), 3u);
+  yolo::TorchScriptOptions o;
+  o.names = kNames;
+  o.config_json = yolo::ultralytics_config_json(description());
+  EXPECT_NE(o.config_json.find("\"end2end\": true"), std::string::npos) << o.config_json;
+  const std::string path = write("e2e.torchscript", yolo::torchscript_bytes(g, o));
+  torch::jit::Module m = torch::jit::load(path);
+  torch::NoGradGuard no_grad;
+  for (const auto& shape : {std::vector<int64_t>{1, 3, 64, 96}, {2, 3, 96, 64}, {1, 3, 32, 32}}) {
+    const torch::Tensor x = torch::rand(shape);
+    const torch::Tensor y = m.forward({x}).toTensor();
+    const int64_t n = g.rows(shape[2], shape[3]), k = std::min<int64_t>(300, n);
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{shape[0], k, 6}));
+    const auto want = detections(x);
+    for (int64_t i = 0; i < shape[0]; ++i) expect_same_rows(y[i], want[i], 2);
+  }
+  yolo::InferenceModel im(path, {});
+  EXPECT_TRUE(im.end2end());
+  const torch::Tensor x = torch::rand({2, 3, 64, 64});
+  yolo::NmsOptions nms = nms_e2e();
+  nms.conf_thres = 0.01;
+  const auto got = yolo::non_max_suppression(im.predict(x), nms);
+  const auto want = yolo::non_max_suppression(rows(x), nms);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_GT(want[i].size(0), 10);
+    expect_same_rows(got[i], want[i], 2);
+  }
+  // A one-to-many file is not end to end, and --end2end on it is refused by name.
+  model_->head().select_for_inference(false);
+  yolo::TorchScriptOptions plain;
+  plain.names = kNames;
+  plain.config_json = yolo::ultralytics_config_json({"yolo26n", kNames});
+  const std::string o2m =
+      write("o2m.torchscript", yolo::torchscript_bytes(yolo::lower_model(*model_), plain));
+  EXPECT_FALSE(yolo::InferenceModel(o2m, {}).end2end());
+  yolo::InferenceOptions io;
+  io.end2end = true;
+  try {
+    yolo::InferenceModel bad(o2m, io);
+    FAIL() << "--end2end accepted for a one-to-many file";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("export the .pt with --end2end"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(End2EndExportTest, OnnxHoldsTheTopkAndNamesWhatOpenCvLacks) {
+  if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
+  const yolo::ExportGraph g = yolo::lower_model(*model_);
+  yolo::OnnxOptions o;
+  o.height = 64;
+  o.width = 96;
+  o.names = kNames;
+  o.metadata = yolo::ultralytics_onnx_metadata(description());
+  const std::string path = write("e2e.onnx", yolo::onnx_model_bytes(g, o));
+  const yolo::OnnxInfo info = yolo::read_onnx_info(path);
+  EXPECT_EQ(info.metadata.at("end2end"), "True");
+  for (int opset = yolo::kMinOnnxOpset; opset <= yolo::kMaxOnnxOpset; ++opset) {
+    o.opset = opset;
+    for (const bool dynamic : {false, true}) {
+      o.dynamic = dynamic;
+      EXPECT_NO_THROW(yolo::onnx_model_bytes(g, o)) << "opset " << opset;  // checked inside
+    }
+  }
+  if (!yolo::onnx_runtime_available()) GTEST_SKIP() << "built without OpenCV's dnn module";
+  try {
+    yolo::InferenceModel im(path, {});
+    // A newer OpenCV runs TopK: then the detections must be the model's.
+    const torch::Tensor x = torch::rand({1, 3, 64, 96});
+    const torch::Tensor got = yolo::non_max_suppression(im.predict(x), nms_e2e())[0];
+    expect_same_rows(got, detections(x)[0], 2);
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_NE(what.find("TopK"), std::string::npos) << what;
+    EXPECT_NE(what.find(".torchscript"), std::string::npos) << what;
+  }
+}

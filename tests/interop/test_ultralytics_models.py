@@ -16,7 +16,10 @@
 5. export of yolo11n's and yolo26n's files in Ultralytics' layout: the TorchScript and ONNX files
    give Ultralytics' raw (1, 4 + nc, N) output within 1e-4; Ultralytics' YOLO() runs yolo11n's
    files with the names and stride of their metadata, and its predict on our ONNX finds the boxes
-   our detect finds on it (the same matching as 4);
+   our detect finds on it (the same matching as 4); yolo26n exported end to end (--end2end):
+   both files give Ultralytics' own (1, 300, 6) end-to-end detections, its predict on our ONNX
+   finds our detect's boxes on our TorchScript file, and our detect names what it lacks for the
+   ONNX file when OpenCV's dnn module cannot run it;
 6. val against Ultralytics' val of the same .pt (yolo11n, and yolo26n through its one-to-many head)
    on a small generated set (labels: its confident detections, shifted so that IoUs spread over
    the thresholds): mAP50 and mAP50-95 within 0.002;
@@ -432,6 +435,101 @@ for f in (ts, onnx_file):
 print("ok Ultralytics' YOLO() reads both files' names and stride")
 match(predict(onnx_file), detect(onnx_file, "detect-onnx"),
       "Ultralytics' predict on our ONNX finds our boxes")
+
+
+def same_detections(what, ours, theirs, score_tol=1e-5, box_tol=1e-3):
+    """(1, k, 6) rows x1, y1, x2, y2, score, class, matched whatever their order: rows of equal
+    scores may come in either order, and the last few may differ where scores tie at the k-th."""
+    if ours.shape != theirs.shape:
+        fail(f"{what}: shape {tuple(ours.shape)} vs Ultralytics' {tuple(theirs.shape)}")
+    ours, theirs = ours[0].double(), theirs[0].double()
+    used, matched = set(), 0
+    for t in theirs:
+        box_err = (ours[:, :4] - t[:4]).abs().max(1).values
+        close_rows = (box_err <= box_tol * (t[:4].abs().max() + 1)) \
+            & ((ours[:, 4] - t[4]).abs() <= score_tol) & (ours[:, 5] == t[5])
+        for j in close_rows.nonzero().flatten().tolist():
+            if j not in used:
+                used.add(j)
+                matched += 1
+                break
+    if matched < len(theirs) - 2:
+        fail(f"{what}: {matched} of Ultralytics' {len(theirs)} detections matched")
+    print(f"ok {what}: {matched} of Ultralytics' {len(theirs)} (1, k, 6) detections matched")
+
+
+# YOLO26's one-to-one head exported end to end (--end2end; Ultralytics' nms=False): both files
+# give the (1, 300, 6) detections of Ultralytics' own end-to-end head (its Detect.postprocess) for
+# weights whose scores differ from anchor to anchor (an untrained head's tie, and ties may be
+# broken in any order); Ultralytics' predict on our ONNX finds the boxes of our detect on our
+# TorchScript file.
+e2e_pt = os.path.join(OUT, "yolo26n.e2e.pt")
+ultralytics_pt(perturbed("yolo26n.yaml")[0], e2e_pt)
+ts, onnx_file = export(e2e_pt, "--imgsz", "320", "256", "--end2end")
+ul = YOLO(e2e_pt).model.float().eval()
+ul.model[-1].end2end = True
+with torch.no_grad():
+    theirs = ul(x)[0]
+    ours_ts = torch.jit.load(ts)(x)
+sess = onnxruntime.InferenceSession(onnx_file, providers=["CPUExecutionProvider"])
+meta = sess.get_modelmeta().custom_metadata_map
+if meta.get("end2end") != "True":
+    fail(f"our end-to-end ONNX file's metadata end2end is {meta.get('end2end')!r}")
+ours_onnx = torch.from_numpy(sess.run(None, {"images": x.numpy()})[0])
+same_detections("our yolo26n --end2end TorchScript export", ours_ts, theirs)
+same_detections("our yolo26n --end2end ONNX export (onnxruntime)", ours_onnx, theirs)
+# The detecting yolo26n with its one-to-one class logits lowered again: scores near 1 tie in
+# float32, and onnxruntime's TopK breaks ties in another order than torch's.
+m26 = detecting_models["yolo26n.yaml"][0]
+with torch.no_grad():
+    for seq in m26.model[-1].one2one_cv3:
+        seq[-1].bias.sub_(5.0)
+e2e_det = os.path.join(OUT, "yolo26n-detect-e2e.pt")
+ultralytics_pt(m26, e2e_det)
+ts, onnx_file = export(e2e_det, "--imgsz", "320", "--end2end")
+# Both letterboxed to the ONNX file's fixed 320x320 square (predict's rect=False).
+total = 0
+for r, t in zip(predict(onnx_file), predict(e2e_det, nms=False, rect=False)):
+    rows, want = (torch.cat([x.boxes.xyxy, x.boxes.conf[:, None], x.boxes.cls[:, None]], 1)
+                  for x in (r, t))
+    total += len(want)
+    if len(rows) != len(want):
+        fail(f"Ultralytics' predict on our end-to-end ONNX: {len(rows)} boxes in "
+             f"{os.path.basename(r.path)}, {len(want)} from its own nms=False")
+    if not len(want):
+        continue
+    # Its .pt runs with BatchNorm fused in its own way: scores within 1e-3, corners within 0.3 px.
+    same_detections(f"Ultralytics' predict on our end-to-end ONNX ({os.path.basename(r.path)})",
+                    rows[None], want[None], 1e-3, 1e-3)
+if total < 20:
+    fail(f"Ultralytics' predict on our end-to-end ONNX: only {total} boxes to compare")
+
+
+def label_rows(folder):
+    rows = {}
+    for f in sorted(glob.glob(os.path.join(folder, "*.txt"))):
+        rows[os.path.basename(f)] = sorted(list(map(float, line.split())) for line in open(f))
+    return rows
+
+
+# Our detect reads the end-to-end TorchScript file as the .pt's one-to-one head.
+a = label_rows(detect(ts, "detect-e2e-torchscript"))
+b = label_rows(detect(e2e_det, "detect-e2e-pt", "--end2end"))
+n = sum(len(r) for r in b.values())
+if a.keys() != b.keys() or n < 20 or any(
+        len(a[k]) != len(b[k]) or any(max(abs(u - v) for u, v in zip(r, t)) > 1e-3
+                                      for r, t in zip(a[k], b[k])) for k in b):
+    fail(f"our detect on the end-to-end TorchScript file differs from --end2end on the .pt "
+         f"({sum(len(r) for r in a.values())} vs {n} boxes)")
+print(f"ok our detect on the end-to-end TorchScript file: the .pt's {n} --end2end boxes")
+p = subprocess.run([os.path.join(BIN, "detect"), "--weights", onnx_file, "--source", img_dir,
+                    "--imgsz", "320", "--nosave", "--device", "cpu", "--project",
+                    os.path.join(OUT, "detect-e2e-onnx")], capture_output=True, text=True)
+if onnx_file not in p.stderr or "TopK" not in p.stderr:
+    fail(f"our detect on an end-to-end ONNX file (OpenCV's dnn): exit {p.returncode}, "
+         f"{p.stderr.strip()[-500:]}")
+print(f"ok our detect on an end-to-end ONNX file: exit {p.returncode}, "
+      f"{p.stderr.strip().splitlines()[-1][:160]}")
 
 # 6. val against Ultralytics' val of the same .pt on a small generated set: eight 256x320 PNG
 # images (one size, so that both letterbox every batch alike: centred in 288x352 with grey, the

@@ -73,7 +73,7 @@ struct Detector::Impl {
     nms.max_det = o.max_det;
     nms.classes = o.classes;
     nms.agnostic = o.agnostic_nms;
-    nms.end2end = o.end2end;
+    nms.end2end = model.end2end();
   }
 
   // Letterboxes `images` to one input shape (the minimal stride-multiple padding when they share

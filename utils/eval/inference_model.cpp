@@ -115,6 +115,15 @@ torch::Tensor rows_from_channels_first(const torch::Tensor& y) {
       {t.slice(2, 0, 4), torch::ones({t.size(0), t.size(1), 1}, t.options()), t.slice(2, 4)}, 2);
 }
 
+torch::Tensor rows_from_detections(const torch::Tensor& y, int64_t nc) {
+  const torch::Tensor x1y1 = y.slice(2, 0, 2), x2y2 = y.slice(2, 2, 4), score = y.slice(2, 4, 5);
+  // A class index outside 0..nc-1 (a file of other classes) must not write out of bounds.
+  const torch::Tensor cls = y.slice(2, 5, 6).round().clamp(0, nc - 1).to(torch::kLong);
+  const torch::Tensor scores =
+      torch::zeros({y.size(0), y.size(1), nc}, y.options()).scatter_(2, cls, score);
+  return torch::cat({(x1y1 + x2y2) * 0.5, x2y2 - x1y1, torch::ones_like(score), scores}, 2);
+}
+
 void InferenceModel::check_task(const std::string& weights, const std::string& task) {
   if (task != "detect") {
     throw std::runtime_error(weights + ": an Ultralytics '" + one_line(task) +
@@ -143,12 +152,6 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
     throw UsageError(std::string("--augment: test-time augmentation runs .pt weights; ") + weights +
                      " is a " + format_name(format_) + " file");
   }
-  if (o.end2end) {
-    throw UsageError(std::string("--end2end: the end-to-end head is chosen among a .pt file's "
-                                 "heads; ") +
-                     weights + " is a " + format_name(format_) +
-                     " file, which runs the head it was exported with");
-  }
   if (!o.cfg.empty()) log_warn("--cfg is ignored for " + weights + ": the file holds its model");
   if (o.half) {
     log_warn("half precision applies to .pt weights: " + weights +
@@ -158,6 +161,13 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
     load_torchscript(weights);
   } else {
     load_onnx(weights);
+  }
+  end2end_ = detections_;
+  if (o.end2end && !detections_) {
+    throw UsageError(std::string("--end2end: ") + weights +
+                     " was exported without --end2end (its " + format_name(format_) +
+                     " output needs NMS); export the .pt with --end2end for the one-to-one head, "
+                     "or leave out --end2end");
   }
   if (names_.empty()) throw std::runtime_error(weights + ": its metadata names no classes");
 }
@@ -176,6 +186,7 @@ void InferenceModel::load_pytorch(const std::string& weights, const InferenceOpt
         "one of them");
   }
   model_->head().select_for_inference(o.end2end);
+  end2end_ = o.end2end;
   model_->eval();
   if (o.fuse) model_->fuse();
   model_->to(device_);
@@ -251,6 +262,7 @@ void InferenceModel::load_torchscript(const std::string& weights) {
       throw std::runtime_error("key 'names' is not a list or a mapping of class names");
     }
     if (c["task"]) task = c["task"].as<std::string>();
+    detections_ = c["end2end"] && c["end2end"].as<bool>();
     const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
     if (!dynamic && c["shape"] && c["shape"].IsSequence() && c["shape"].size() == 4) {
       fixed_h_ = c["shape"][2].as<int64_t>();
@@ -281,6 +293,8 @@ void InferenceModel::load_onnx(const std::string& weights) {
   if (const auto task = info.metadata.find("task"); task != info.metadata.end()) {
     check_task(weights, task->second);
   }
+  const auto end2end = info.metadata.find("end2end");
+  detections_ = end2end != info.metadata.end() && end2end->second == "True";
   const auto s = parse_integer(stride->second);
   if (!s) {
     throw std::runtime_error(weights + ": metadata key 'stride' is '" + one_line(stride->second) +
@@ -309,6 +323,14 @@ void InferenceModel::load_onnx(const std::string& weights) {
   try {
     onnx_->net = cv::dnn::readNetFromONNX(weights);
   } catch (const cv::Exception& e) {
+    if (detections_) {
+      throw std::runtime_error(
+          weights +
+          ": OpenCV " CV_VERSION
+          "'s dnn module cannot run this end-to-end graph (it has no TopK "
+          "or GatherElements layer; ONNX Runtime runs it); use the .torchscript export, the .pt "
+          "with --end2end, or an export without --end2end");
+    }
     throw std::runtime_error(weights + ": OpenCV's dnn module cannot read it (" + e.msg +
                              "); a --dynamic export needs ONNX Runtime, export without it");
   }
@@ -325,6 +347,14 @@ void InferenceModel::load_onnx(const std::string& weights) {
 
 // An exported file's rows must hold 5 + the classes its metadata names.
 torch::Tensor InferenceModel::checked(const torch::Tensor& out) const {
+  if (detections_) {
+    if (out.dim() != 3 || out.size(2) != 6) {
+      throw std::runtime_error(std::string(format_name(format_)) + " output of shape " +
+                               c10::str(out.sizes()) +
+                               " is not the (batch, k, 6) detections its metadata's end2end says");
+    }
+    return rows_from_detections(out, nc());
+  }
   if (channels_first_ && (out.dim() != 3 || out.size(1) != nc() + 4)) {
     throw std::runtime_error(std::string(format_name(format_)) + " output of shape " +
                              c10::str(out.sizes()) + " does not hold 4 + " + std::to_string(nc()) +

@@ -25,6 +25,10 @@ bool onnx_runtime_available();
 
 // Ultralytics' (B, 4 + nc, N) as (B, N, 5 + nc): xywh, an objectness of 1, the class scores.
 torch::Tensor rows_from_channels_first(const torch::Tensor& y);
+// An end-to-end file's (B, k, 6) detections (x1, y1, x2, y2, score, class) as (B, k, 5 + nc)
+// rows: xywh, an objectness of 1, the score in its class's column and 0 elsewhere. The top-k of
+// NmsOptions::end2end gives these rows' detections back.
+torch::Tensor rows_from_detections(const torch::Tensor& y, int64_t nc);
 
 struct InferenceOptions {
   std::string cfg, data;  // .pt only: override what the checkpoint says
@@ -32,7 +36,9 @@ struct InferenceOptions {
   bool fuse = true;      // .pt: fold BatchNorm into the convolutions
   bool half = false;     // .pt: float16 weights and inputs (CUDA only)
   bool augment = false;  // .pt: test-time augmentation (DetectionModelImpl::forward_augment)
-  bool end2end = false;  // .pt: the one-to-one (end-to-end) head, which YOLO26's models have
+  // .pt: the one-to-one (end-to-end) head, which YOLO26's models have; an exported file runs the
+  // head it was exported with (accepted for an end-to-end export, refused for others).
+  bool end2end = false;
 };
 
 class InferenceModel {
@@ -60,6 +66,9 @@ class InferenceModel {
   bool single_cls() const { return single_cls_; }
   // An anchor-free model (YOLOv8, YOLO11): a .pt's YAML says so, an exported file its layout.
   bool anchor_free() const;
+  // Predictions from a one-to-one head, whose detections are its top-k (NmsOptions::end2end):
+  // a .pt run with InferenceOptions::end2end, or an end-to-end export.
+  bool end2end() const { return end2end_; }
 
  private:
   struct Script;
@@ -79,6 +88,8 @@ class InferenceModel {
   std::string data_;
   bool single_cls_ = false;
   bool channels_first_ = false;  // Ultralytics' (B, 4 + nc, N)
+  bool end2end_ = false;
+  bool detections_ = false;  // an end-to-end export's (B, k, 6)
   bool half_ = false;
   bool augment_ = false;
   std::unique_ptr<Script> script_;

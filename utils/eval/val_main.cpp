@@ -181,7 +181,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   cfg.iou_thres = a.iou_thres >= 0 ? a.iou_thres : family_val_iou(model);
   cfg.protocol = model_family_of(model.anchor_free()).val_protocol;
   cfg.max_det = a.max_det;
-  cfg.end2end = a.end2end;
+  cfg.end2end = model.end2end();
   // As val.py: float32 unless asked; speed and study use float16 on a GPU.
   cfg.half = a.half || (dev.device.is_cuda() && (a.task == "speed" || a.task == "study"));
   cfg.names = model.names();

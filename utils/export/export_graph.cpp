@@ -358,11 +358,15 @@ class Lowering {
     h.na = 1;
     h.reg_max = d.reg_max;
     if (d.dfl) h.dfl_bins = array(d.dfl->conv->weight.view({-1}));
+    h.end2end = d.selected() == AnchorFreeDetectImpl::Heads::kOne2One;
+    const std::string branch = h.end2end ? ".one2one_" : ".";
     const torch::Tensor stride = host_float(d.stride);
     for (int i = 0; i < d.nl; ++i) {
       const std::string level = "." + std::to_string(i);
-      h.box.push_back(module(d.cv2[i], in.at(i), prefix + ".cv2" + level));
-      h.cls.push_back(module(d.cv3[i], in.at(i), prefix + ".cv3" + level));
+      h.box.push_back(module((h.end2end ? d.one2one_cv2 : d.cv2)[i], in.at(i),
+                             prefix + branch + "cv2" + level));
+      h.cls.push_back(module((h.end2end ? d.one2one_cv3 : d.cv3)[i], in.at(i),
+                             prefix + branch + "cv3" + level));
       h.stride.push_back(stride[i].item<double>());
     }
   }

@@ -80,6 +80,11 @@ struct ExportHead {
   int reg_max = 0;
   std::vector<int> box, cls;
   ExportArray dfl_bins;
+  // YOLO26's one-to-one head (the model's selected head), exported end to end: the writers
+  // append its top-k selection, and the output is (B, min(max_det, N), 6) rows of x1, y1, x2, y2,
+  // score, class, as Ultralytics' Detect.postprocess gives them; no NMS follows.
+  bool end2end = false;
+  int max_det = 300;
   // Values per output row (YOLOv5: xywh, object, classes) or per anchor point (xywh, classes).
   int no() const { return anchor_free ? nc + 4 : nc + 5; }
 };
@@ -92,7 +97,8 @@ struct ExportGraph {
   int64_t rows(int64_t h, int64_t w) const;
 };
 
-// Lowers `model` (fused, as DetectionModelImpl::fuse leaves it). Throws std::runtime_error naming
+// Lowers `model` (fused, as DetectionModelImpl::fuse leaves it) with the head it has selected for
+// inference (DetectHead::select_for_inference). Throws std::runtime_error naming
 // a layer this exporter cannot write (C3TR's transformer, Contract, Expand), or an unfused
 // convolution.
 ExportGraph lower_model(DetectionModelImpl& model);

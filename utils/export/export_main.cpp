@@ -51,6 +51,9 @@ const std::vector<cli::Flag<ExportArgs>>& flags() {
       Bind("device", &A::device, "cuda device, i.e. 0 or cpu"),
       Bind("half", &A::half, "FP16 half-precision export (CUDA only)"),
       Bind("dynamic", &A::dynamic, "ONNX: dynamic batch, height and width"),
+      Bind("end2end", &A::end2end,
+           "YOLO26: the one-to-one head with its top-300 selection, (B, 300, 6) detections that "
+           "need no NMS (Ultralytics' nms=False)"),
       Bind("opset", &A::opset, "ONNX: opset version"),
       Bind("include", &A::include, "formats to write: torchscript, onnx").metavar("FORMAT"),
   };
@@ -112,11 +115,14 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 // The TorchScript module read back from its bytes, on the export's input: its largest difference
 // from the model's own output, so a file that does not compute what the model does never lands.
+// End to end, the rows before the top-k (`decoded`): the top-k of an image whose scores tie would
+// not compare.
 double torchscript_difference(const std::string& bytes, const torch::Tensor& im,
-                              const torch::Tensor& expected, const torch::Device& device) {
+                              const torch::Tensor& expected, const torch::Device& device,
+                              bool end2end) {
   std::istringstream is(bytes);
   torch::jit::Module m = torch::jit::load(is, device);
-  const torch::Tensor got = m.forward({im}).toTensor();
+  const torch::Tensor got = m.run_method(end2end ? "decoded" : "forward", im).toTensor();
   if (got.sizes() != expected.sizes()) {
     throw std::runtime_error("the TorchScript module's output shape " +
                              shape_text(got.sizes().vec()) + " differs from the model's " +
@@ -166,6 +172,14 @@ ExportResult run_export(const ExportArgs& a) {
   const Stopwatch total;
   LoadedModel lm = load_model_for_inference(a.weights, a.cfg, a.data);
   const bool ultralytics = model_family(*lm.model).export_layout == ExportLayout::kUltralytics;
+  if (a.end2end) {
+    if (!lm.model->head().has_end2end()) {
+      throw UsageError("--end2end: " + a.weights +
+                       " has no one-to-one (end-to-end) head, which YOLO26's models have; export "
+                       "it without --end2end (its output then needs NMS)");
+    }
+    lm.model->head().select_for_inference(true);
+  }
   lm.model->eval();
   lm.model->fuse();
   lm.model->to(dev.device, a.half ? torch::kHalf : torch::kFloat);
@@ -186,6 +200,7 @@ ExportResult run_export(const ExportArgs& a) {
   ExportResult result;
   result.output_shape = y.sizes().vec();
   result.output_shape[0] = a.batch_size;
+  if (a.end2end) result.output_shape = {a.batch_size, std::min<int64_t>(300, y.size(2)), 6};
   const fs::path weights(a.weights);
   log_info("PyTorch: starting from " + one_line(a.weights) + " with output shape " +
            shape_text(result.output_shape) + " (" + megabytes(fs::file_size(weights)) + ")");
@@ -201,6 +216,7 @@ ExportResult run_export(const ExportArgs& a) {
   desc.width = w;
   desc.half = a.half;
   desc.dynamic = a.dynamic;
+  desc.end2end = a.end2end;
   for (const std::string& f : formats) {
     const Stopwatch t;
     std::string bytes, path, what;
@@ -213,7 +229,7 @@ ExportResult run_export(const ExportArgs& a) {
       o.half = a.half;
       if (ultralytics) o.config_json = ultralytics_config_json(desc);
       bytes = torchscript_bytes(graph, o);
-      const double diff = torchscript_difference(bytes, im, y, dev.device);
+      const double diff = torchscript_difference(bytes, im, y, dev.device, graph.head.end2end);
       const double scale = std::max(1.0, y.abs().max().item<double>());
       if (!(diff <= (a.half ? 1e-2 : 1e-5) * scale)) {
         throw std::runtime_error("the TorchScript module differs from the model by " +

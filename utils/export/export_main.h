@@ -13,13 +13,15 @@ struct ExportArgs {
   int batch_size = 1;
   std::string device = "cpu";
   bool half = false, dynamic = false;
+  bool end2end = false;  // YOLO26: the one-to-one head and its top-k, (B, 300, 6) detections
   int opset = 12;
   std::vector<std::string> include = {"torchscript"};
 };
 
 struct ExportResult {
-  std::vector<std::string> files;     // what was written, in --include's order
-  std::vector<int64_t> output_shape;  // (B, N, 5 + nc) for the export's input shape
+  std::vector<std::string> files;  // what was written, in --include's order
+  // (B, N, 5 + nc), Ultralytics' (B, 4 + nc, N) or end to end (B, k, 6) for the export's input
+  std::vector<int64_t> output_shape;
 };
 
 // Checks every flag before reading the weights; throws UsageError naming the flag, and

@@ -31,7 +31,7 @@ std::vector<std::pair<std::string, std::string>> ultralytics_onnx_metadata(
           {"args", "{'batch': " + std::to_string(d.batch) + ", 'half': " + py_bool(d.half) +
                        ", 'dynamic': " + py_bool(d.dynamic) + ", 'nms': False}"},
           {"channels", "3"},
-          {"end2end", "False"}};
+          {"end2end", py_bool(d.end2end)}};
 }
 
 std::string ultralytics_config_json(const ExportDescription& d) {
@@ -48,7 +48,8 @@ std::string ultralytics_config_json(const ExportDescription& d) {
          ", \"task\": \"detect\", \"head\": \"Detect\", \"batch\": " + std::to_string(d.batch) +
          ", \"imgsz\": " + size_list(d) + ", \"names\": " + names +
          ", \"args\": {\"batch\": " + std::to_string(d.batch) + ", \"half\": " + js_bool(d.half) +
-         ", \"dynamic\": true, \"nms\": false}, \"channels\": 3, \"end2end\": false}";
+         ", \"dynamic\": true, \"nms\": false}, \"channels\": 3, \"end2end\": " +
+         js_bool(d.end2end) + "}";
 }
 
 }  // namespace yolo

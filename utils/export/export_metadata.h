@@ -15,6 +15,7 @@ struct ExportDescription {
   int stride = 32;
   int64_t batch = 1, height = 640, width = 640;
   bool half = false, dynamic = false;
+  bool end2end = false;  // the one-to-one head's (B, k, 6) detections
 };
 
 // Key and value pairs for ONNX, without `stride` and `names` (the writer's own first two keys).

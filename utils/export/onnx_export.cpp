@@ -1,5 +1,6 @@
 #include "utils/export/onnx_export.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -244,6 +245,21 @@ class GraphWriter {
     return op("Slice", {x, int64s({begin}), int64s({end}), int64s({axis})});
   }
   std::string scalar(float v) { return constant({{1}, {v}}); }
+  // TopK's values and indices (largest first) along `axis`; k is a 1-element int64 tensor.
+  std::pair<std::string, std::string> topk(const std::string& x, const std::string& k,
+                                           int64_t axis) {
+    std::string values;
+    onnx::NodeProto* n = node("TopK", {x, k}, &values);
+    integer(n, "axis", axis);
+    const std::string indices = fresh("TopK_indices");
+    n->add_output(indices);
+    return {values, indices};
+  }
+  std::string gather_elements(const std::string& x, const std::string& index, int64_t axis) {
+    std::string out;
+    integer(node("GatherElements", {x, index}, &out), "axis", axis);
+    return out;
+  }
 
  private:
   std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(++count_); }
@@ -374,6 +390,37 @@ std::string anchor_free_level(GraphWriter& w, const ExportHead& h, int i, const 
       w.op("Mul", {w.concat({xy, wh}, 1), w.scalar(static_cast<float>(h.stride[i]))});
   const std::string scores = w.op("Sigmoid", {w.op("Reshape", {cls, w.int64s({0, h.nc, -1})})});
   return w.concat({xywh, scores}, 1);
+}
+
+// Ultralytics' Detect.postprocess of the one-to-one head's (bs, 4 + nc, N) xywh output: the k
+// anchors with the best class scores, then the k best (anchor, class) scores among them, as rows
+// x1, y1, x2, y2, score, class (bs, k, 6). k is fixed in the graph, as in Ultralytics' files.
+std::string end2end_topk(GraphWriter& w, const ExportHead& h, const std::string& y, int64_t k) {
+  std::string t, best;
+  GraphWriter::ints(w.node("Transpose", {y}, &t), "perm", {0, 2, 1});  // (bs, N, 4 + nc)
+  const std::string boxes = w.slice(t, 0, 4, 2), scores = w.slice(t, 4, 4 + h.nc, 2);
+  onnx::NodeProto* max = w.node("ReduceMax", {scores}, &best);
+  GraphWriter::ints(max, "axes", {2});
+  GraphWriter::integer(max, "keepdims", 0);
+  const std::string kk = w.int64s({k});
+  // Reshape to (bs, k, 1) rather than Unsqueeze, whose axes moved from attribute to input.
+  const auto column = [&](const std::string& x) {
+    return w.op("Reshape", {x, w.int64s({0, -1, 1})});
+  };
+  const std::string anchors = w.topk(best, kk, 1).second;  // (bs, k)
+  const std::string candidates = w.gather_elements(
+      scores, w.op("Expand", {column(anchors), w.int64s({1, 1, h.nc})}), 1);  // (bs, k, nc)
+  const auto [score, flat] = w.topk(w.op("Reshape", {candidates, w.int64s({0, -1})}), kk, 1);
+  const std::string nc = w.int64s({h.nc});
+  const std::string anchor = w.gather_elements(anchors, w.op("Div", {flat, nc}), 1);
+  const std::string b =
+      w.gather_elements(boxes, w.op("Expand", {column(anchor), w.int64s({1, 1, 4})}), 1);
+  const std::string xy = w.slice(b, 0, 2, 2);
+  const std::string half_wh = w.op("Mul", {w.slice(b, 2, 4, 2), w.scalar(0.5f)});
+  std::string cls;
+  GraphWriter::integer(w.node("Cast", {column(w.op("Mod", {flat, nc}))}, &cls), "to",
+                       w.float_type());
+  return w.concat({w.op("Sub", {xy, half_wh}), w.op("Add", {xy, half_wh}), column(score), cls}, 2);
 }
 
 // Ultralytics' Attention on its qkv map: per head softmax(q^T k * scale) applied to v, reshaped
@@ -589,13 +636,19 @@ std::string onnx_model_bytes(const ExportGraph& g, const OnnxOptions& o) {
   }
   std::string out;
   GraphWriter::integer(w.node("Concat", levels, &out), "axis", h.anchor_free ? 2 : 1);
+  const int64_t k = std::min<int64_t>(h.max_det, g.rows(o.height, o.width));
+  if (h.end2end) out = end2end_topk(w, h, out, k);
   // The last node's output is the graph's output0.
   graph->mutable_node(graph->node_size() - 1)->set_output(0, "output0");
   onnx::ValueInfoProto* output = graph->add_output();
   output->set_name("output0");
   const std::string rows = o.dynamic ? "anchors" : std::to_string(g.rows(o.height, o.width));
   const std::string no = std::to_string(h.no());
-  set_shape(output, w.float_type(), {b, h.anchor_free ? no : rows, h.anchor_free ? rows : no});
+  if (h.end2end) {
+    set_shape(output, w.float_type(), {b, std::to_string(k), "6"});
+  } else {
+    set_shape(output, w.float_type(), {b, h.anchor_free ? no : rows, h.anchor_free ? rows : no});
+  }
   try {
     onnx::checker::check_model(model);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),

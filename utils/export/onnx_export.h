@@ -2,9 +2,11 @@
 // ONNX files as YOLOv5 v7.0's export.py writes them: input `images` (B, 3, H, W), output
 // `output0` (B, N, 5 + nc) with the Detect layer's decoding in the graph, metadata `stride` and
 // `names` (Python's dict literal, which YOLOv5's DetectMultiBackend evaluates). For Ultralytics'
-// anchor-free models, as its exporter writes them: `output0` (B, 4 + nc, N). Written with the
-// ONNX C++ library and checked by its checker and strict shape inference; a build without it
-// (CMake found no ONNX package) says so when asked for ONNX.
+// anchor-free models, as its exporter writes them: `output0` (B, 4 + nc, N), or for YOLO26's
+// one-to-one head (B, k, 6) detections (x1, y1, x2, y2, score, class; TopK in the graph, k =
+// min(300, N) at the export's image size, which smaller inputs of a --dynamic file cannot fill).
+// Written with the ONNX C++ library and checked by its checker and strict shape inference; a build
+// without it (CMake found no ONNX package) says so when asked for ONNX.
 #include <cstdint>
 #include <string>
 #include <utility>

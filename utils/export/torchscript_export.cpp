@@ -77,6 +77,25 @@ def _decode_af(self, box, cls, reg_max: int, stride: float, bins):
     return torch.cat([xywh, cls.reshape([bs, cls.size(1), ny * nx]).sigmoid()], 1)
 )";
 
+// Ultralytics' Detect.postprocess of the one-to-one head's (bs, 4 + nc, N) xywh output: the k
+// anchors with the best class scores, then the k best (anchor, class) scores among them, as rows
+// x1, y1, x2, y2, score, class (bs, k, 6), k = min(max_det, N).
+constexpr const char* kTopk = R"(
+def _topk(self, y, max_det: int):
+    t = y.transpose(1, 2)
+    nc = t.size(2) - 4
+    k = min(max_det, t.size(1))
+    scores = t[:, :, 4:]
+    anchors = scores.amax(2).topk(k, 1)[1]
+    candidates = scores.gather(1, anchors.unsqueeze(-1).expand([-1, -1, nc]))
+    score, flat = candidates.flatten(1).topk(k, 1)
+    anchor = anchors.gather(1, torch.div(flat, nc, rounding_mode='floor'))
+    b = t[:, :, 0:4].gather(1, anchor.unsqueeze(-1).expand([-1, -1, 4]))
+    xy, half_wh = b[:, :, 0:2], b[:, :, 2:4] * 0.5
+    cls = torch.remainder(flat, nc).unsqueeze(-1).to(t.dtype)
+    return torch.cat([xy - half_wh, xy + half_wh, score.unsqueeze(-1), cls], 2)
+)";
+
 // The activation as a TorchScript expression of `x` (LibTorch's builtins: no Python modules).
 std::string activation(ExportAct a, double alpha, const std::string& x) {
   switch (a) {
@@ -110,7 +129,14 @@ std::string activation(ExportAct a, double alpha, const std::string& x) {
 
 std::string torchscript_source(const ExportGraph& g) {
   std::ostringstream src;
-  src << "def forward(self, images):\n";
+  const ExportHead& h = g.head;
+  // End to end, forward is the top-k of `decoded`, the one-to-one head's decoded output.
+  if (h.end2end) {
+    src << "def forward(self, images):\n    return self._topk(self.decoded(images), " << h.max_det
+        << ")\n"
+        << kTopk;
+  }
+  src << "def " << (h.end2end ? "decoded" : "forward") << "(self, images):\n";
   auto v = [](int id) { return id == 0 ? std::string("images") : "x" + std::to_string(id); };
   for (size_t k = 0; k < g.ops.size(); ++k) {
     const ExportOp& op = g.ops[k];
@@ -172,7 +198,6 @@ std::string torchscript_source(const ExportGraph& g) {
         break;
     }
   }
-  const ExportHead& h = g.head;
   if (h.anchor_free) {
     src << "    levels = [";
     for (size_t i = 0; i < h.box.size(); ++i) {

@@ -1,6 +1,8 @@
 #pragma once
 // TorchScript files as YOLOv5 v7.0's export.py writes them: a module whose forward(images) returns
-// the decoded (B, N, 5 + nc) tensor (Ultralytics' (B, 4 + nc, N) for its anchor-free models), saved
+// the decoded (B, N, 5 + nc) tensor (Ultralytics' (B, 4 + nc, N) for its anchor-free models, and
+// (B, 300, 6) detections for a YOLO26 one-to-one head, whose method `decoded` gives the rows before
+// the top-k), saved
 // with the extra file `config.txt` = {"shape", "stride", "names"}. The module is scripted from
 // generated source (not traced), so it takes any batch and any image size that is a multiple of the
 // stride, on the CPU or a GPU; config.txt's "dynamic": true says so to the programs here (YOLOv5
