@@ -96,16 +96,34 @@ for what, f in (("Ultralytics' .pt", pt), ("our TorchScript export", pt[:-3] + "
 print("\n".join(notes))
 
 # An end-to-end model (YOLO26): its one-to-one head's top-k without NMS against the default
-# one-to-many head with NMS, both trainers, on the .pt file.
+# one-to-many head with NMS, both trainers, on the .pt file and on files exported both ways (our
+# detect cannot run the end-to-end ONNX file: OpenCV 4.6's dnn module has no TopK layer).
 if getattr(m.model[-1], "one2one_cv3", None) is not None:
-    print("\n| .pt, ms per image (pre-process + inference + post-processing) | ours | "
+    e2e = os.path.join(a.out, "model_e2e.pt")
+    shutil.copy(pt, e2e)
+    p = subprocess.run([os.path.join(os.path.dirname(a.detect), "export"), "--weights", e2e,
+                        "--include", "torchscript", "onnx", "--imgsz", str(a.imgsz), "--device",
+                        "cpu", "--end2end"], env=env, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(p.stderr[-2000:])
+    print("\n| ms per image (pre-process + inference + post-processing) | ours | "
           "Ultralytics 8.4.190 | ours / theirs | boxes (ours, theirs) |")
     print("|---|---|---|---|---|")
-    for what, our_args, their_args in (("one-to-many head + NMS", [], {}),
-                                       ("one-to-one head, top-k (--end2end, nms=False)",
-                                        ["--end2end"], {"nms": False})):
+    ts, onnx = (e2e[:-3] + ext for ext in (".torchscript", ".onnx"))
+    rows = (
+        (".pt: one-to-many head + NMS", pt, [], {}, True),
+        (".pt: one-to-one head, top-k (--end2end, nms=False)", pt, ["--end2end"], {"nms": False},
+         True),
+        ("TorchScript: one-to-many head + NMS", pt[:-3] + ".torchscript", [], {}, True),
+        ("TorchScript exported --end2end", ts, [], {}, True),
+        ("ONNX: one-to-many head + NMS", pt[:-3] + ".onnx", [], {}, True),
+        ("ONNX exported --end2end (Ultralytics: onnxruntime)", onnx, [], {}, False))
+    for what, f, our_args, their_args, run_ours in rows:
         shutil.rmtree(os.path.join(a.out, "ours"), ignore_errors=True)
-        our_ms, our_n = ours(pt, "ours", *our_args)
-        their_ms, their_n, parts = theirs(pt, **their_args)
+        their_ms, their_n, parts = theirs(f, **their_args)
+        if not run_ours:
+            print(f"| {what} | - | {their_ms:.1f} | - | -, {their_n} |")
+            continue
+        our_ms, our_n = ours(f, "ours", *our_args)
         print(f"| {what} | {our_ms:.1f} | {their_ms:.1f} | {our_ms / their_ms:.2f} | "
               f"{our_n}, {their_n} |")

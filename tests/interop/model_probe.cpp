@@ -117,10 +117,8 @@ int musgd(const std::string& cfg, const std::string& sd_path, const std::string&
           const std::string& out) {
   yolo::DetectionModel model = yolo::build_model(cfg);
   yolo::load_state_dict(*model, yolo::read_state_dict(sd_path));
-  yolo::ParamGroups groups = yolo::split_param_groups(*model);
-  const yolo::ParamGroups boosted = yolo::take_classification_branches(groups, *model);
-  auto optimizer = yolo::make_optimizer("MuSGD", groups, 0.01, 0.9, 5e-4, boosted);
-  yolo::OptimizerStep step(*optimizer, "MuSGD", yolo::OptimizerStep::Kernel::kForeach);
+  yolo::ModelOptimizer mo = yolo::make_model_optimizer("MuSGD", *model, 0.01, 0.9, 5e-4);
+  yolo::OptimizerStep step(*mo.optimizer, "MuSGD", yolo::OptimizerStep::Kernel::kForeach);
   const yolo::StateDict grads = yolo::read_state_dict(in);
   for (const std::string prefix : {"g1.", "g2."}) {
     for (auto& kv : model->named_parameters()) {

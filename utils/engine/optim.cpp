@@ -114,6 +114,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
   throw std::runtime_error("optimizer '" + name + "' not supported (SGD, Adam, AdamW, MuSGD)");
 }
 
+ModelOptimizer make_model_optimizer(const std::string& name, const DetectionModelImpl& model,
+                                    double lr, double momentum, double weight_decay) {
+  ModelOptimizer m;
+  m.groups = split_param_groups(model);
+  if (name == "MuSGD") m.boosted = take_classification_branches(m.groups, model);
+  m.optimizer = make_optimizer(name, m.groups, lr, momentum, weight_decay, m.boosted);
+  return m;
+}
+
 double group_lr(const torch::optim::Optimizer& opt, size_t group) {
   return opt.param_groups().at(group).options().get_lr();
 }

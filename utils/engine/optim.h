@@ -39,6 +39,16 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         double momentum, double weight_decay,
                                                         const ParamGroups& boosted = {});
 
+// The optimizer for `model` as training builds it: split_param_groups, and for MuSGD the head's
+// classification branches moved to groups 3-5 (Ultralytics' 3x lr); the groups are kept for the
+// log.
+struct ModelOptimizer {
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  ParamGroups groups, boosted;
+};
+ModelOptimizer make_model_optimizer(const std::string& name, const DetectionModelImpl& model,
+                                    double lr, double momentum, double weight_decay);
+
 // Group g's kind (0 bias, 1 weight, 2 BatchNorm) and its lr relative to lr0 (3 for MuSGD's
 // groups 3-5).
 inline size_t group_kind(size_t g) { return g % 3; }

@@ -302,12 +302,10 @@ void build_optimizer(TrainSetup& s) {
       static_cast<int>(std::nearbyint(static_cast<double>(kNominalBatch) / sc.batch_size)), 1);
   hyp.weight_decay = hyp.weight_decay * sc.batch_size * sc.accumulate / kNominalBatch;
   if (s.opt.optimizer == "auto") s.loop.optimizer = resolve_auto_optimizer(s);
-  ParamGroups groups = split_param_groups(*s.model);
-  // MuSGD trains the head's classification branches at 3x lr (Ultralytics' rule).
-  const ParamGroups boosted =
-      s.loop.optimizer == "MuSGD" ? take_classification_branches(groups, *s.model) : ParamGroups{};
-  s.optimizer =
-      make_optimizer(s.loop.optimizer, groups, hyp.lr0, hyp.momentum, hyp.weight_decay, boosted);
+  ModelOptimizer mo =
+      make_model_optimizer(s.loop.optimizer, *s.model, hyp.lr0, hyp.momentum, hyp.weight_decay);
+  s.optimizer = std::move(mo.optimizer);
+  const ParamGroups &groups = mo.groups, &boosted = mo.boosted;
   const auto count = [&](auto ParamGroups::*field) {
     return std::to_string((groups.*field).size() + (boosted.*field).size());
   };
