@@ -150,10 +150,7 @@ void check_onnx_size(const ExportArgs& a, const std::vector<std::string>& format
                    " at this --imgsz, or --dynamic (any batch)");
 }
 
-}  // namespace
-
-ExportResult run_export(const ExportArgs& a) {
-  const std::vector<std::string> formats = checked_formats(a);
+void check_sizes(const ExportArgs& a) {
   if (a.imgsz.empty() || a.imgsz.size() > 2) {
     throw UsageError("--imgsz: one number (square) or two (height width), got " +
                      std::to_string(a.imgsz.size()));
@@ -162,6 +159,24 @@ ExportResult run_export(const ExportArgs& a) {
     if (s < 1) throw UsageError("--imgsz: sizes must be >= 1, got " + std::to_string(s));
   }
   if (a.batch_size < 1) throw UsageError("--batch-size: must be >= 1");
+}
+
+// --end2end: the one-to-one head, which only end-to-end models (YOLO26) have.
+void select_head(const ExportArgs& a, DetectionModelImpl& model) {
+  if (!a.end2end) return;
+  if (!model.head().has_end2end()) {
+    throw UsageError("--end2end: " + a.weights +
+                     " has no one-to-one (end-to-end) head, which YOLO26's models have; export "
+                     "it without --end2end (its output then needs NMS)");
+  }
+  model.head().select_for_inference(true);
+}
+
+}  // namespace
+
+ExportResult run_export(const ExportArgs& a) {
+  const std::vector<std::string> formats = checked_formats(a);
+  check_sizes(a);
   const DeviceSelection dev = select_device(a.device);
   if (a.half && !dev.device.is_cuda()) {
     throw UsageError("--half: float16 export needs a CUDA device (--device 0), as YOLOv5's");
@@ -172,14 +187,7 @@ ExportResult run_export(const ExportArgs& a) {
   const Stopwatch total;
   LoadedModel lm = load_model_for_inference(a.weights, a.cfg, a.data);
   const bool ultralytics = model_family(*lm.model).export_layout == ExportLayout::kUltralytics;
-  if (a.end2end) {
-    if (!lm.model->head().has_end2end()) {
-      throw UsageError("--end2end: " + a.weights +
-                       " has no one-to-one (end-to-end) head, which YOLO26's models have; export "
-                       "it without --end2end (its output then needs NMS)");
-    }
-    lm.model->head().select_for_inference(true);
-  }
+  select_head(a, *lm.model);
   lm.model->eval();
   lm.model->fuse();
   lm.model->to(dev.device, a.half ? torch::kHalf : torch::kFloat);
