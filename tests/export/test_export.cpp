@@ -62,6 +62,16 @@ class ModelExportTest : public ::testing::Test {
         << "max difference " << (got - want).abs().max().item<double>();
   }
 
+  // ONNX options for Ultralytics' layout at the description's size, names and metadata.
+  static yolo::OnnxOptions ultralytics_onnx(const yolo::ExportDescription& d) {
+    yolo::OnnxOptions o;
+    o.height = d.height;
+    o.width = d.width;
+    o.names = d.names;
+    o.metadata = yolo::ultralytics_onnx_metadata(d);
+    return o;
+  }
+
   yolo::DetectionModel model_{nullptr};
   fs::path dir_;
 };
@@ -261,11 +271,7 @@ TEST_P(AnchorFreeExportTest, TorchScriptMatchesTheModelAtAnyShape) {
 TEST_P(AnchorFreeExportTest, OnnxRunsInOpenCvDnnAsTheModel) {
   if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
   const yolo::ExportGraph g = yolo::lower_model(*model_);
-  yolo::OnnxOptions o;
-  o.height = 64;
-  o.width = 96;
-  o.names = kNames;
-  o.metadata = yolo::ultralytics_onnx_metadata(description());
+  yolo::OnnxOptions o = ultralytics_onnx(description());
   const yolo::OnnxInfo info = yolo::read_onnx_info(write("m.onnx", yolo::onnx_model_bytes(g, o)));
   EXPECT_EQ(info.metadata.at("task"), "detect");
   EXPECT_EQ(info.metadata.at("imgsz"), "[64, 96]");
@@ -433,11 +439,7 @@ TEST_F(End2EndExportTest, TorchScriptGivesTheOneToOneTopkAndReadsBack) {
 TEST_F(End2EndExportTest, OnnxHoldsTheTopkAndNamesWhatOpenCvLacks) {
   if (!yolo::onnx_export_available()) GTEST_SKIP() << "built without the ONNX library";
   const yolo::ExportGraph g = yolo::lower_model(*model_);
-  yolo::OnnxOptions o;
-  o.height = 64;
-  o.width = 96;
-  o.names = kNames;
-  o.metadata = yolo::ultralytics_onnx_metadata(description());
+  yolo::OnnxOptions o = ultralytics_onnx(description());
   const std::string path = write("e2e.onnx", yolo::onnx_model_bytes(g, o));
   const yolo::OnnxInfo info = yolo::read_onnx_info(path);
   EXPECT_EQ(info.metadata.at("end2end"), "True");
