@@ -70,6 +70,9 @@ def steady(ends):
 
 env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), YOLO_FIXED_THREADS="1")
 ours_dir = os.path.join(a.out, "ours")
+# Each run in an empty folder: a run into an existing one appends to its results.csv (YOLOv5's
+# behaviour, and ours), which would mix an earlier run's epochs into this one's.
+shutil.rmtree(ours_dir, ignore_errors=True)
 cmd = [a.train, "--data", a.data, "--cfg", a.cfg, "--hyp", hyp_file, "--optimizer", "AdamW",
        "--imgsz", str(a.imgsz), "--batch-size", str(a.batch), "--epochs", str(a.epochs),
        "--seed", str(a.seed), "--close-mosaic", "0", "--workers", "0", "--device", "cpu",
@@ -96,6 +99,7 @@ yaml.safe_dump({"path": mirror, "train": d["train"], "val": d["val"], "names": d
 
 # Ultralytics, in a child process so its resident memory is its own.
 theirs_dir = os.path.join(a.out, "ultralytics")
+shutil.rmtree(theirs_dir, ignore_errors=True)
 script = f"""
 import torch
 torch.set_num_threads({a.threads})
