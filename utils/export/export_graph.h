@@ -98,9 +98,8 @@ struct ExportGraph {
 };
 
 // Lowers `model` (fused, as DetectionModelImpl::fuse leaves it) with the head it has selected for
-// inference (DetectHead::select_for_inference). Throws std::runtime_error naming
-// a layer this exporter cannot write (C3TR's transformer, Contract, Expand), or an unfused
-// convolution.
+// inference (DetectHead::select_for_inference). Throws std::runtime_error naming a layer this
+// exporter cannot write (C3TR's transformer, Contract, Expand), or an unfused convolution.
 ExportGraph lower_model(DetectionModelImpl& model);
 
 }  // namespace yolo
