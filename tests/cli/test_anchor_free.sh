@@ -138,7 +138,7 @@ out=$("$BIN/detect" --weights "${best%.pt}.onnx" --source "$tmp/shapes/images/va
   --device cpu --end2end 2>&1) && fail "detect --end2end ran an ONNX file"
 grep -q "best.onnx was exported without --end2end (its ONNX output needs NMS); export the .pt" \
   <<<"$out" || fail "unclear message for --end2end on an ONNX file: $out"
-# Exported end to end: (1, 300, 6) detections; val reads the TorchScript file as the .pt's
+# Exported end to end: (1, k, 6) detections (k = 84 anchors at 64 px); val reads the TorchScript file as the .pt's
 # one-to-one head; yolo11n has none to export.
 e2e=$tmp/e2e
 mkdir -p "$e2e"

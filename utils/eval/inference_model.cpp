@@ -162,8 +162,7 @@ InferenceModel::InferenceModel(const std::string& weights, const InferenceOption
   } else {
     load_onnx(weights);
   }
-  end2end_ = detections_;
-  if (o.end2end && !detections_) {
+  if (o.end2end && !end2end_) {
     throw UsageError(std::string("--end2end: ") + weights +
                      " was exported without --end2end (its " + format_name(format_) +
                      " output needs NMS); export the .pt with --end2end for the one-to-one head, "
@@ -262,7 +261,7 @@ void InferenceModel::load_torchscript(const std::string& weights) {
       throw std::runtime_error("key 'names' is not a list or a mapping of class names");
     }
     if (c["task"]) task = c["task"].as<std::string>();
-    detections_ = c["end2end"] && c["end2end"].as<bool>();
+    end2end_ = c["end2end"] && c["end2end"].as<bool>();
     const bool dynamic = c["dynamic"] && c["dynamic"].as<bool>();
     if (!dynamic && c["shape"] && c["shape"].IsSequence() && c["shape"].size() == 4) {
       fixed_h_ = c["shape"][2].as<int64_t>();
@@ -294,7 +293,7 @@ void InferenceModel::load_onnx(const std::string& weights) {
     check_task(weights, task->second);
   }
   const auto end2end = info.metadata.find("end2end");
-  detections_ = end2end != info.metadata.end() && end2end->second == "True";
+  end2end_ = end2end != info.metadata.end() && end2end->second == "True";
   const auto s = parse_integer(stride->second);
   if (!s) {
     throw std::runtime_error(weights + ": metadata key 'stride' is '" + one_line(stride->second) +
@@ -323,7 +322,7 @@ void InferenceModel::load_onnx(const std::string& weights) {
   try {
     onnx_->net = cv::dnn::readNetFromONNX(weights);
   } catch (const cv::Exception& e) {
-    if (detections_) {
+    if (end2end_) {
       throw std::runtime_error(
           weights +
           ": OpenCV " CV_VERSION
@@ -347,7 +346,7 @@ void InferenceModel::load_onnx(const std::string& weights) {
 
 // An exported file's rows must hold 5 + the classes its metadata names.
 torch::Tensor InferenceModel::checked(const torch::Tensor& out) const {
-  if (detections_) {
+  if (end2end_) {
     if (out.dim() != 3 || out.size(2) != 6) {
       throw std::runtime_error(std::string(format_name(format_)) + " output of shape " +
                                c10::str(out.sizes()) +

@@ -88,8 +88,7 @@ class InferenceModel {
   std::string data_;
   bool single_cls_ = false;
   bool channels_first_ = false;  // Ultralytics' (B, 4 + nc, N)
-  bool end2end_ = false;
-  bool detections_ = false;  // an end-to-end export's (B, k, 6)
+  bool end2end_ = false;         // an exported file's output is then (B, k, 6) detections
   bool half_ = false;
   bool augment_ = false;
   std::unique_ptr<Script> script_;
