@@ -5,7 +5,7 @@
 include(CMakePackageConfigHelpers)
 set(YOLO_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/yolo_cpp")
 
-foreach(program train val detect export)
+foreach(program train val detect export yolo_cli)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
@@ -34,6 +34,8 @@ if(YOLO_HAS_OPENCV_VIDEOIO)
   list(APPEND YOLO_OPENCV_COMPONENTS videoio)
 endif()
 set(YOLO_NEEDS_JPEG ${YOLO_HAS_LIBJPEG})
+set(YOLO_NEEDS_CURL ${YOLO_HAS_CURL})
+set(YOLO_NEEDS_LIBARCHIVE ${YOLO_HAS_LIBARCHIVE})
 configure_package_config_file(cmake/yolo_cppConfig.cmake.in
                               "${PROJECT_BINARY_DIR}/yolo_cppConfig.cmake"
                               INSTALL_DESTINATION "${YOLO_INSTALL_CMAKEDIR}")

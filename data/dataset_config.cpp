@@ -58,6 +58,50 @@ std::vector<std::string> read_sources(const YAML::Node& node, const std::string&
   return out;
 }
 
+// `download:` as archives: a URL (unpacked beside the root), or a list of URLs and {url, dir}
+// maps (dir relative to the root). Anything else (YOLOv5's scripts) leaves the list empty.
+void read_downloads(const YAML::Node& v, const std::string& file, DatasetConfig& cfg) {
+  const std::string beside = fs::path(cfg.root).parent_path().string();
+  const auto add = [&](const std::string& url, const std::string& dir, const YAML::Node& at) {
+    if (!is_download_url(url)) {
+      throw std::runtime_error(where(file, at) + ": download: '" + url +
+                               "' is not an archive URL (http(s) or file, .zip, .tar, .tar.gz)");
+    }
+    cfg.downloads.push_back({url, dir});
+    cfg.download += (cfg.download.empty() ? "" : "\n") + url;
+  };
+  if (v.IsScalar()) {
+    if (is_download_url(v.Scalar())) {
+      add(v.Scalar(), beside, v);
+    } else {
+      cfg.download = v.Scalar();  // a script: kept for the message, never run
+    }
+    return;
+  }
+  if (!v.IsSequence()) {
+    throw std::runtime_error(where(file, v) + ": download: a URL or a list of URLs and {url, dir}");
+  }
+  for (const YAML::Node& item : v) {
+    if (item.IsScalar()) {
+      add(item.Scalar(), beside, item);
+    } else if (item.IsMap() && item["url"] && item["url"].IsScalar()) {
+      std::string dir = beside;
+      if (item["dir"]) {
+        const fs::path rel = fs::path(yaml_get<std::string>(item, "dir", file)).lexically_normal();
+        if (rel.is_absolute() || rel.empty() || *rel.begin() == "..") {
+          throw std::runtime_error(where(file, item["dir"]) +
+                                   ": download: dir must be a folder inside the dataset's path");
+        }
+        dir = (fs::path(cfg.root) / rel).string();
+      }
+      add(item["url"].Scalar(), dir, item["url"]);
+    } else {
+      throw std::runtime_error(where(file, item) +
+                               ": download: each entry is a URL or a {url, dir} map");
+    }
+  }
+}
+
 // Whether `p` could be created: its nearest existing ancestor is a writable folder.
 bool writable_ancestor(fs::path p) {
   std::error_code ec;
@@ -180,7 +224,7 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
     }
   }
   if (cfg.nc <= 0) throw std::runtime_error(yaml_path + ": names is empty; list the classes");
-  if (node["download"] && node["download"].IsScalar()) cfg.download = node["download"].Scalar();
+  if (node["download"]) read_downloads(node["download"], yaml_path, cfg);
   if (node["generate"]) {
     cfg.generate = yaml_get<std::string>(node, "generate", yaml_path);
     if (cfg.generate != "shapes") {
@@ -216,8 +260,8 @@ void ensure_dataset(const DatasetConfig& cfg, bool is_rank0, const std::function
     try {
       if (cfg.generate == "shapes") {
         ensure_shapes_dataset(cfg.root);
-      } else if (!cfg.download.empty()) {
-        download_dataset(cfg.download, cfg.root);
+      } else if (!cfg.downloads.empty()) {
+        download_dataset(cfg.downloads);
       }
     } catch (...) {
       error = std::current_exception();
@@ -231,8 +275,11 @@ void ensure_dataset(const DatasetConfig& cfg, bool is_rank0, const std::function
     for (const auto& m : missing) msg += " " + m;
     if (cfg.download.empty() && cfg.generate.empty()) {
       msg += "; put the images there (labels in the matching labels/ folders) or fix 'path'";
-    } else if (!cfg.download.empty() && !is_download_url(cfg.download)) {
-      msg += "; its 'download' entry is not a .zip URL, so fetch the data by hand into " + cfg.root;
+    } else if (cfg.downloads.empty()) {
+      msg +=
+          "; its 'download' entry is not an archive URL (scripts are not run), so fetch the "
+          "data by hand into " +
+          cfg.root;
     } else {
       msg += "; the download did not create them, check the archive layout";
     }

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "data/download.h"
+
 namespace yolo {
 
 struct DatasetConfig {
@@ -13,7 +15,11 @@ struct DatasetConfig {
   std::vector<std::string> train, val, test;  // absolute sources (folders or .txt lists)
   std::vector<std::string> names;             // index = class id
   int nc = 0;
-  std::string download;  // as written in the YAML (a .zip URL is fetched automatically)
+  std::string download;  // as written in the YAML (its URLs, one per line, for a list)
+  // The archives `download:` names: one URL (unpacked beside `root`, as YOLOv5's zips hold the
+  // dataset's folder), or a list of URLs and {url, dir} maps (`dir` relative to `root`). Empty for
+  // anything else (a script), which is never run.
+  std::vector<DatasetDownload> downloads;
   std::string generate;  // "shapes" or empty
 
   // Sources of "train", "val" or "test"; throws std::runtime_error for another name.
@@ -29,7 +35,7 @@ struct DatasetConfig {
 DatasetConfig load_dataset_config(const std::string& yaml_path);
 
 // Makes sure the val (and train) sources exist: generates the shapes dataset for
-// `generate: shapes`, or downloads and unzips a `download:` .zip URL next to `root`. Only rank 0
+// `generate: shapes`, or downloads and unpacks `download:`'s archives. Only rank 0
 // fetches; every rank calls `barrier` exactly once. Throws naming what is missing and how to get
 // it.
 void ensure_dataset(const DatasetConfig& cfg, bool is_rank0 = true,

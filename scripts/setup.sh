@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 TORCH_KIND=${YOLO_TORCH:-wheel}
 BUILD=1
 TEST_PACKAGES=0
-TARGETS=(train val detect export)
+TARGETS=(train val detect export yolo_cli)
 CMAKE_ARGS=()
 while (($#)); do
   case "$1" in
@@ -51,6 +51,8 @@ PACKAGES=(
   libgloo-dev
   # The export program's ONNX writer (utils/export/onnx_export.cpp).
   libonnx-dev libprotobuf-dev
+  # Fetching weights and datasets by URL (utils/core/fetch.cpp) and unpacking their archives.
+  libcurl4-openssl-dev libarchive-dev
 )
 # The system LibTorch and the Python torch whose torchrun the multi-process tests use with it.
 [ "$TORCH_KIND" = system ] && PACKAGES+=(libtorch-dev python3-torch)

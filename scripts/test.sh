@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SMOKE_TARGETS="train val detect export test_core test_models test_eval test_export test_distributed test_engine dist_equivalence"
+SMOKE_TARGETS="train val detect export yolo_cli test_core test_models test_eval test_export test_distributed test_engine dist_equivalence"
 SMOKE_TESTS='^(cli_|dist_(syncbn|ddp)_equivalence$|dist_train_e2e$|[A-Z][A-Za-z]*\.)'
 SMOKE_EXCLUDE='^(TrainTest|Train\.|ValidatorTest|Evolve|Loader|Dataset|Augment|Shapes|Verify|LabelCache|Download|Plots|AutoAnchor|Sampler|BadData|CheckpointSafety)'
 

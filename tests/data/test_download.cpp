@@ -1,125 +1,55 @@
-// `download:` zip URLs: fetched with curl from a local HTTP server and unzipped next to `path`;
-// offline failures say what to fetch and where to put it.
-#include <fcntl.h>
+// A dataset YAML's `download:`: archives fetched from a loopback server
+// (tests/lib/asset_server.py) and unpacked where the YAML says; failures say what to fetch and
+// where to put it.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
+#include <cstdlib>
 #include <filesystem>
-#include <thread>
 
 #include "data/dataset_config.h"
 #include "data/download.h"
 #include "test_helpers.h"
-
-extern char** environ;
+#include "tests/lib/asset_server.h"
+#include "utils/core/archive.h"
+#include "utils/core/fetch.h"
+#include "utils/core/paths.h"
 
 namespace fs = std::filesystem;
 using namespace yolo;
+using yolo::test::AssetServer;
 using yolo::test::make_split;
 using yolo::test::TempDir;
 using yolo::test::write_text;
 
 namespace {
 
-int free_port() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(s);
-  return ntohs(addr.sin_port);
-}
+bool can_download() { return fetch_supported() && unpack_supported(); }
 
-bool port_open(int port) {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(s);
-  return ok;
-}
-
-// `python3 -m http.server` serving `dir` on 127.0.0.1, killed on destruction.
-class LocalServer {
- public:
-  explicit LocalServer(const std::string& dir) : port_(free_port()) {
-    const std::string port = std::to_string(port_);
-    std::vector<std::string> argv = {"python3", "-m",        "http.server", port,
-                                     "--bind",  "127.0.0.1", "--directory", dir};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    if (posix_spawnp(&pid_, "python3", &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (pid_ > 0 && !port_open(port_) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  ~LocalServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool ok() const { return pid_ > 0 && port_open(port_); }
-  int port() const { return port_; }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
-
-bool tools_present() {
-  return program_available("curl") && program_available("unzip") && program_available("python3");
+// Zips the folder `src` (its name the archive's top folder) into `zip`.
+void zip_folder(const fs::path& src, const fs::path& zip) {
+  fs::create_directories(zip.parent_path());
+  const std::string cmd = "cd " + src.parent_path().string() + " && python3 -m zipfile -c " +
+                          zip.string() + " " + src.filename().string() + " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
 }
 
 }  // namespace
 
-TEST(Download, RunProgram) {
-  EXPECT_EQ(run_program({"true"}, 5), 0);
-  EXPECT_EQ(run_program({"false"}, 5), 1);
-  EXPECT_EQ(run_program({"no-such-program-xyz"}, 5), 127);
-  EXPECT_EQ(run_program({"sleep", "5"}, 1), 124);
-  EXPECT_FALSE(program_available("no-such-program-xyz"));
-  EXPECT_TRUE(is_download_url("https://x.org/a/coco128.zip"));
-  EXPECT_FALSE(is_download_url("bash data/scripts/get_coco.sh"));
-  EXPECT_FALSE(is_download_url("https://x.org/a.tar"));
-}
-
-TEST(Download, FetchesAndUnzipsFromLocalServer) {
-  if (!tools_present()) GTEST_SKIP() << "curl, unzip or python3 missing";
+TEST(Download, FetchesAndUnpacksBesideThePath) {
+  if (!can_download()) GTEST_SKIP() << "built without libcurl or libarchive";
   TempDir d;
   // A zip holding mini/images/{train,val} + labels, as YOLOv5's dataset zips hold coco128/.
   make_split(d / "src/mini", "train", 2, 32, 32);
   make_split(d / "src/mini", "val", 2, 32, 32);
-  fs::create_directories(d / "www");
-  ASSERT_EQ(run_program({"python3", "-m", "zipfile", "-c", d / "www/mini.zip", d / "src/mini"}, 30),
-            0);
-  LocalServer server(d / "www");
-  if (!server.ok()) GTEST_SKIP() << "could not start python3 -m http.server";
-  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/mini.zip";
+  zip_folder(d / "src/mini", d / "www/mini.zip");
+  AssetServer server(d / "www", d / "server");
+  if (!server.ok()) GTEST_SKIP() << "python3 could not start the loopback server";
   write_text(d / "cfg/mini.yaml",
              "path: ../datasets/mini\ntrain: images/train\n"
              "val: images/val\nnames: [a, b]\ndownload: " +
-                 url + "\n");
+                 server.url("files", "mini.zip") + "\n");
   const auto cfg = load_dataset_config(d / "cfg/mini.yaml");
+  ASSERT_EQ(cfg.downloads.size(), 1u);
   int barriers = 0;
   ensure_dataset(cfg, true, [&] { ++barriers; });
   EXPECT_EQ(barriers, 1);
@@ -128,17 +58,77 @@ TEST(Download, FetchesAndUnzipsFromLocalServer) {
   for (const auto& e : fs::directory_iterator(d / "datasets")) {
     EXPECT_EQ(e.path().filename(), "mini") << "leftover " << e.path();
   }
+  // Present now: the second run fetches nothing.
+  const size_t before = server.requests().size();
+  ensure_dataset(load_dataset_config(d / "cfg/mini.yaml"));
+  EXPECT_EQ(server.requests().size(), before);
+}
+
+TEST(Download, ListUnpacksEachArchiveIntoItsFolder) {
+  if (!can_download()) GTEST_SKIP() << "built without libcurl or libarchive";
+  TempDir d;
+  // As coco.yaml: the labels archive holds the dataset's folder, the image archives one split.
+  make_split(d / "src/set", "train", 2, 32, 32);
+  make_split(d / "src/set", "val", 2, 32, 32);
+  fs::rename(d / "src/set/images", d / "src/images");
+  zip_folder(d / "src/set", d / "www/labels.zip");
+  zip_folder(d / "src/images/train", d / "www/train.zip");
+  zip_folder(d / "src/images/val", d / "www/val.zip");
+  AssetServer server(d / "www", d / "server");
+  if (!server.ok()) GTEST_SKIP() << "python3 could not start the loopback server";
+  write_text(d / "cfg/set.yaml",
+             "path: ../datasets/set\ntrain: images/train\nval: images/val\nnames: [a, b]\n"
+             "download:\n  - " +
+                 server.url("files", "labels.zip") +
+                 "\n  - {url: " + server.url("cut", "train.zip") +
+                 ", dir: images}\n"
+                 "  - {url: " +
+                 server.url("files", "val.zip") + ", dir: images}\n");
+  const auto cfg = load_dataset_config(d / "cfg/set.yaml");
+  ASSERT_EQ(cfg.downloads.size(), 3u);
+  EXPECT_EQ(fs::path(cfg.downloads[1].dir), fs::path(cfg.root) / "images");
+  ensure_dataset(cfg);
+  EXPECT_TRUE(fs::exists(d / "datasets/set/labels/val/im1.txt"));
+  EXPECT_TRUE(fs::exists(d / "datasets/set/images/train/im0.png"));
+  EXPECT_TRUE(fs::exists(d / "datasets/set/images/val/im1.png"));
+  EXPECT_FALSE(fs::exists(d / "datasets/set/images/train.zip"));
+}
+
+TEST(Download, ArchiveEscapingTheFolderIsRefused) {
+  if (!can_download()) GTEST_SKIP() << "built without libcurl or libarchive";
+  TempDir d;
+  fs::create_directories(d / "www");
+  const std::string cmd = "python3 -c \"import zipfile; z=zipfile.ZipFile('" +
+                          std::string(d / "www/evil.zip") +
+                          "','w'); z.writestr('evil/images/train/a.png','x'); "
+                          "z.writestr('../../owned.txt','x'); z.close()\"";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  AssetServer server(d / "www", d / "server");
+  if (!server.ok()) GTEST_SKIP() << "python3 could not start the loopback server";
+  write_text(d / "cfg/evil.yaml",
+             "path: ../datasets/evil\ntrain: images/train\nval: images/train\nnames: [a]\n"
+             "download: " +
+                 server.url("files", "evil.zip") + "\n");
+  try {
+    ensure_dataset(load_dataset_config(d / "cfg/evil.yaml"));
+    FAIL() << "an escaping archive was unpacked";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("../../owned.txt"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(d / "owned.txt"));
+  EXPECT_FALSE(fs::exists(d / "datasets/evil"));
+  EXPECT_FALSE(fs::exists(d / "datasets/evil.zip"));
 }
 
 TEST(Download, OfflineFailureSaysWhatToFetch) {
-  if (!program_available("curl") || !program_available("unzip")) GTEST_SKIP();
   TempDir d;
-  const std::string url = "http://127.0.0.1:" + std::to_string(free_port()) + "/data.zip";
+  const std::string url = "http://127.0.0.1:9/data.zip";  // the discard port: nothing listens
   write_text(d / "cfg/x.yaml",
              "path: ../datasets/x\ntrain: images/train\nval: images/val\n"
              "names: [a]\ndownload: " +
                  url + "\n");
   const auto cfg = load_dataset_config(d / "cfg/x.yaml");
+  setenv("YOLO_DOWNLOAD_ATTEMPTS", "1", 1);
   try {
     ensure_dataset(cfg);
     FAIL();
@@ -148,8 +138,36 @@ TEST(Download, OfflineFailureSaysWhatToFetch) {
     EXPECT_NE(msg.find(fs::path(d / "datasets").lexically_normal().string()), std::string::npos)
         << msg;
   }
+  unsetenv("YOLO_DOWNLOAD_ATTEMPTS");
+  // A script is never run: the message says to fetch the data by hand.
   write_text(d / "cfg/s.yaml",
              "path: ../datasets/y\ntrain: t\nval: v\nnames: [a]\n"
              "download: bash get.sh\n");
-  EXPECT_THROW(ensure_dataset(load_dataset_config(d / "cfg/s.yaml")), std::runtime_error);
+  try {
+    ensure_dataset(load_dataset_config(d / "cfg/s.yaml"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("scripts are not run"), std::string::npos) << e.what();
+  }
+  write_text(d / "cfg/bad.yaml",
+             "path: ../datasets/y\ntrain: t\nval: v\nnames: [a]\n"
+             "download:\n  - {url: https://x.org/a.zip, dir: ../../etc}\n");
+  EXPECT_THROW(load_dataset_config(d / "cfg/bad.yaml"), std::runtime_error);
+}
+
+TEST(Download, ShippedCocoYamlsNameTheirArchives) {
+  const std::string data = project_root() + "/configs/data/";
+  for (const char* name : {"coco8.yaml", "coco128.yaml"}) {
+    const auto cfg = load_dataset_config(data + name);
+    ASSERT_EQ(cfg.downloads.size(), 1u) << name;
+    EXPECT_EQ(fs::path(cfg.downloads[0].dir), fs::path(cfg.root).parent_path()) << name;
+    EXPECT_EQ(cfg.nc, 80) << name;
+  }
+  const auto coco = load_dataset_config(data + "coco.yaml");
+  ASSERT_EQ(coco.downloads.size(), 4u);
+  EXPECT_NE(coco.downloads[0].url.find("coco2017labels.zip"), std::string::npos);
+  EXPECT_EQ(fs::path(coco.downloads[0].dir), fs::path(coco.root).parent_path());
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(fs::path(coco.downloads[i].dir), fs::path(coco.root) / "images");
+  }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: test_layers.sh SOURCE_ROOT
 # The libraries include only from the layers before them (docs/ARCHITECTURE.md):
-#   core -> models, data -> viz -> eval -> export, distributed -> engine -> apps
+#   core -> models, data -> viz -> eval -> export, distributed -> engine -> command -> apps
 # so the dependency order stays acyclic; apps/ never holds code another folder includes. Inside
 # utils/core the foundation (its top-level files) includes neither io/ nor runtime/, and those two
 # do not include each other. val and detect do not include training's libraries. The public
@@ -20,8 +20,10 @@ declare -A ALLOWED=(
   [utils/distributed]="utils/core models utils/distributed"
   [utils/engine]="utils/core models data utils/viz utils/eval utils/distributed utils/engine
                   yolo/detector.h yolo/train.h"
+  [utils/command]="utils/core models data utils/viz utils/eval utils/export utils/distributed
+                   utils/engine utils/command yolo/detector.h yolo/train.h"
   [apps]="utils/core models data utils/viz utils/eval utils/export utils/distributed utils/engine
-          yolo/detector.h yolo/train.h"
+          utils/command yolo/detector.h yolo/train.h"
 )
 bad=0
 for layer in "${!ALLOWED[@]}"; do

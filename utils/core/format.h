@@ -25,4 +25,9 @@ std::string one_line(const std::string& s);
 // `s` as a JSON string: quoted, with JSON's escapes for quotes, backslashes and control bytes.
 std::string json_quote(const std::string& s);
 
+// The candidate closest to `word` within `max_edits` (Levenshtein), for "did you mean"; "" when
+// none is that close.
+std::string closest_word(const std::string& word, const std::vector<std::string>& candidates,
+                         size_t max_edits = 2);
+
 }  // namespace yolo

@@ -68,32 +68,10 @@ double Hyp::*known_field(const std::string& key) {
   return m;
 }
 
-// Levenshtein distance, for the "did you mean" of an unknown key.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string unknown_key_hint(const std::string& key) {
-  std::string best;
-  size_t best_d = 3;  // farther than 2 edits is no typo
-  for (const auto& f : fields()) {
-    const size_t d = edit_distance(key, f.first);
-    if (d < best_d) {
-      best = f.first;
-      best_d = d;
-    }
-  }
+  std::vector<std::string> names;
+  for (const auto& f : fields()) names.push_back(f.first);
+  const std::string best = closest_word(key, names);
   if (!best.empty()) return "did you mean '" + best + "'?";
   return "YOLOv5 v7.0 keys only; see hyp/hyp.scratch-low.yaml for the full list";
 }

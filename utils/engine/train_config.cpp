@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "models/model_config.h"
+#include "models/weights_hub.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
@@ -164,11 +165,12 @@ TrainConfig TrainConfig::build(const Options& command_line, Options opt, bool re
     choose_family_hyp(c.opt_, "");
     return c;
   }
+  c.opt_.weights = resolve_weights(o.weights);  // a released name (yolov5s.pt) is downloaded
   if (const std::string why = file_problem(o.weights); !why.empty()) {
     throw UsageError("--weights: '" + o.weights + "' " + why +
-                     (why == "not found" ? "; this trainer does not download weights (pass a local "
-                                           "YOLOv5 .pt such as yolov5s.pt, or one this trainer "
-                                           "wrote, or --weights '' to start from scratch)"
+                     (why == "not found" ? "; pass a .pt file (ours, YOLOv5's or Ultralytics'), a "
+                                           "released name such as yolov5s.pt or yolo11n.pt "
+                                           "(downloaded), or --weights '' to start from scratch"
                                          : ""));
   }
   // Recorded absolute, as data, cfg and hyp are: opt.yaml and the checkpoints then name the same

@@ -196,6 +196,11 @@ const std::vector<Flag>& flags() {
           .no_default()
           .parse_with([](O& o, const std::string& v) { o.nproc_per_node = parse_nproc(v); })
           .check(check_nproc),
+      // Not in opt.yaml: Ultralytics' record of the run, which the yolo command hands over.
+      Bind("args-yaml", &O::args_yaml, "",
+           "text written as the run's args.yaml (the yolo command passes its keys)")
+          .metavar("TEXT")
+          .no_default(),
       Bind("save_dir", &O::save_dir, "save_dir", "").yaml_only(),  // set by train
   };
   return table;

@@ -58,7 +58,8 @@ struct Options {
   // --nproc-per-node: 0 = no launcher, -1 = auto, else N >= 2 workers. Not in opt.yaml: the
   // workers run without it, and a run may be resumed with or without the launcher.
   int nproc_per_node = 0;
-  std::string save_dir;  // set once the run dir is chosen
+  std::string save_dir;   // set once the run dir is chosen
+  std::string args_yaml;  // the yolo command's keys, written as the run's args.yaml
 
   // Flags the user gave explicitly on the command line (names without dashes).
   std::vector<std::string> given;

@@ -110,6 +110,9 @@ void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
   const fs::path wdir = fs::path(opt.save_dir) / "weights";
   if (rank0) fs::create_directories(wdir);
   s.paths = {opt.save_dir, wdir.string(), (wdir / "last.pt").string(), (wdir / "best.pt").string()};
+  if (rank0 && !opt.args_yaml.empty()) {
+    write_file_atomic((fs::path(opt.save_dir) / "args.yaml").string(), opt.args_yaml);
+  }
   if (!s.model_yaml.empty() && !opt.resume) {
     // The architecture from a YOLOv5 checkpoint becomes the run's model YAML (written with
     // opt.yaml): opt.yaml names it, so --resume and val/detect on this run's weights find it.

@@ -6,6 +6,7 @@
 
 #include "data/dataset_config.h"
 #include "models/weights.h"
+#include "models/weights_hub.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/io/checkpoint.h"
@@ -105,9 +106,10 @@ LoadedModel load_yolov5_for_inference(const std::string& weights, const Yolov5Ch
 
 }  // namespace
 
-LoadedModel load_model_for_inference(const std::string& weights, const std::string& cfg,
+LoadedModel load_model_for_inference(const std::string& named, const std::string& cfg,
                                      const std::string& data) {
-  if (weights.empty()) throw UsageError("--weights: required (a best.pt/last.pt or weights file)");
+  if (named.empty()) throw UsageError("--weights: required (a best.pt/last.pt or weights file)");
+  const std::string weights = resolve_weights(named);  // a released name is downloaded
   if (const std::string why = file_problem(weights); !why.empty()) {
     throw UsageError("--weights: '" + weights + "' " + why);
   }
