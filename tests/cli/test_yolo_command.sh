@@ -15,13 +15,14 @@ export YOLO_WEIGHTS_URL=http://127.0.0.1:9 YOLO_WEIGHTS_DIR=$tmp/cache YOLO_DOWN
 export http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9
 
 train_args=(model=yolov5n.yaml data="$tmp/data.yaml" epochs=1 imgsz=64 batch=16 workers=0
-  device=cpu plots=False)
+  device=cpu plots=False lr0=0.005)
 "$BIN/yolo" train "${train_args[@]}" >"$tmp/log" 2>&1 || fail "yolo train"
 run=$tmp/runs/detect/train
 [[ -f $run/weights/best.pt ]] || fail "yolo train wrote no runs/detect/train/weights/best.pt"
 grep -q "^mode: train$" "$run/args.yaml" && grep -q "^epochs: 1$" "$run/args.yaml" &&
   grep -q "^model: yolov5n.yaml$" "$run/args.yaml" || fail "args.yaml: $(cat "$run/args.yaml")"
 grep -q "^optimizer: auto$" "$run/opt.yaml" || fail "not Ultralytics' optimizer=auto"
+grep -q "^lr0: 0.005$" "$run/hyp.yaml" || fail "lr0=0.005 is not the run's: $(grep lr0 "$run/hyp.yaml")"
 "$BIN/yolo" detect train "${train_args[@]}" epochs=1 >"$tmp/log2" 2>&1 &&
   fail "a key given twice was accepted"
 "$BIN/yolo" detect train "${train_args[@]/epochs=1/epochs=2}" >"$tmp/log" 2>&1 ||
@@ -44,6 +45,7 @@ echo "yolo val, predict, export: read the run"
 mkdir -p "$tmp/www"
 cp "$best" "$tmp/www/yolov5n.pt"
 python3 "$SRC/tests/lib/asset_server.py" "$tmp/www" --port-file "$tmp/port" --log "$tmp/requests" &
+server=$!
 for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
 [[ -s $tmp/port ]] || fail "the loopback server did not start"
 mirror=http://127.0.0.1:$(cat "$tmp/port")/files
@@ -55,6 +57,7 @@ YOLO_WEIGHTS_URL=$mirror "$BIN/detect" --weights yolov5n.pt --source "$tmp/shape
   --imgsz 64 --device cpu --project "$tmp/det" >"$tmp/log" 2>&1 || fail "detect --weights yolov5n.pt"
 grep -q "weights: yolov5n.pt from $tmp/cache/yolov5n.pt" "$tmp/log" || fail "the cache was not used"
 [[ $(wc -l <"$tmp/requests") == 1 ]] || fail "the cached weights were fetched again: $(cat "$tmp/requests")"
+kill "$server" && wait "$server" 2>/dev/null || true
 echo "weights by name: fetched once from the mirror, then from the cache"
 
 # An unreachable mirror: exit 1, one line naming the URL and where to put the file.

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
-#include "utils/core/errors.h"
-#include "utils/engine/train_options.h"
+#include <filesystem>
+#include <sstream>
+
 #include "utils/command/yolo_command.h"
+#include "utils/core/errors.h"
+#include "utils/core/paths.h"
+#include "utils/engine/train_options.h"
 
 using yolo::translate_yolo_command;
 using yolo::UsageError;
@@ -59,6 +63,10 @@ TEST(YoloCommand, TrainKeysResolveToTheSameOptionsAsTheFlags) {
   EXPECT_NE(c.args_yaml.find("task: detect\nmode: train\nmodel: yolo11n.pt\n"), std::string::npos)
       << c.args_yaml;
   EXPECT_NE(c.args_yaml.find("freeze: [0,1,2]\n"), std::string::npos) << c.args_yaml;
+  // Hyperparameters: over the hyp file's, as --hyp-set.
+  EXPECT_EQ(train_options(translate_yolo_command(words("train lr0=0.02 mosaic=0.5")).argv),
+            train_options(words("train --project runs/detect --name train --optimizer auto "
+                                "--hyp-set lr0=0.02 mosaic=0.5")));
   // A model YAML trains from scratch; project, name and optimizer given replace the defaults.
   const yolo::YoloCommand y = translate_yolo_command(words(
       "train model=yolov8n.yaml name=mine project=out optimizer=SGD hyp=hyp.scratch-high.yaml"));
@@ -102,7 +110,8 @@ TEST(YoloCommand, RefusalsNameTheKeyAndWhatToDo) {
   EXPECT_NE(refusal("train epoch=3").find("did you mean 'epochs'?"), std::string::npos);
   EXPECT_NE(refusal("train amp=False").find("amp: an Ultralytics setting this trainer does not"),
             std::string::npos);
-  EXPECT_NE(refusal("train lr0=0.02").find("pass hyp=FILE"), std::string::npos);
+  EXPECT_NE(refusal("val lr0=0.02").find("lr0: applies to yolo train, not val"), std::string::npos);
+  EXPECT_NE(refusal("train lr0=0.02 lr0=0.03").find("given twice"), std::string::npos);
   EXPECT_NE(refusal("train source=img/").find("source: applies to yolo predict, not train"),
             std::string::npos);
   EXPECT_NE(refusal("segment train model=yolo11n-seg.pt").find("detects objects only"),
@@ -127,5 +136,59 @@ TEST(YoloCommand, HelpListsEveryKeyWithItsFlag) {
   for (const char* row : {"model", "--weights", "imgsz", "close_mosaic", "--close-mosaic", "format",
                           "--include", "show_conf", "--hide-conf"}) {
     EXPECT_NE(help.find(row), std::string::npos) << row;
+  }
+}
+
+namespace {
+
+// Ultralytics' package in the test environment (scripts/setup.sh --test-packages), or "".
+std::string ultralytics_dir() {
+  namespace fs = std::filesystem;
+  const fs::path lib = fs::path(yolo::project_root()) / ".cache/test-venv-ultralytics/lib";
+  std::error_code ec;
+  if (!fs::is_directory(lib, ec)) return "";
+  for (const auto& py : fs::directory_iterator(lib)) {
+    const fs::path pkg = py.path() / "site-packages/ultralytics";
+    if (fs::exists(pkg / "cfg/default.yaml")) return pkg.string();
+  }
+  return "";
+}
+
+}  // namespace
+
+// Against Ultralytics' own settings file: every key it defines is taken or refused by name,
+// never reported as unknown.
+TEST(YoloCommand, EveryUltralyticsSettingIsTakenOrRefusedByName) {
+  const std::string pkg = ultralytics_dir();
+  if (pkg.empty())
+    GTEST_SKIP() << "Ultralytics is not installed (scripts/setup.sh --test-packages)";
+  const YAML::Node defaults = YAML::LoadFile(pkg + "/cfg/default.yaml");
+  int keys = 0;
+  for (const auto& kv : defaults) {
+    const std::string key = kv.first.as<std::string>();
+    ++keys;
+    for (const char* mode : {"train", "val", "predict", "export"}) {
+      const std::string why = refusal(std::string(mode) + " " + key + "=1");
+      EXPECT_EQ(why.find("unknown key"), std::string::npos) << key << " in " << mode << ": " << why;
+    }
+  }
+  EXPECT_GT(keys, 80);
+}
+
+// Our coco8.yaml and coco128.yaml hold Ultralytics' classes and download URLs.
+TEST(YoloCommand, CocoYamlsMatchUltralytics) {
+  const std::string pkg = ultralytics_dir();
+  if (pkg.empty())
+    GTEST_SKIP() << "Ultralytics is not installed (scripts/setup.sh --test-packages)";
+  for (const char* name : {"coco8.yaml", "coco128.yaml"}) {
+    const YAML::Node theirs = YAML::LoadFile(pkg + "/cfg/datasets/" + name);
+    const YAML::Node ours = YAML::LoadFile(yolo::project_root() + "/configs/data/" + name);
+    EXPECT_EQ(ours["download"].as<std::string>(), theirs["download"].as<std::string>()) << name;
+    EXPECT_EQ(ours["train"].as<std::string>(), theirs["train"].as<std::string>()) << name;
+    EXPECT_EQ(ours["val"].as<std::string>(), theirs["val"].as<std::string>()) << name;
+    ASSERT_EQ(ours["names"].size(), theirs["names"].size()) << name;
+    for (size_t i = 0; i < theirs["names"].size(); ++i) {
+      EXPECT_EQ(ours["names"][i].as<std::string>(), theirs["names"][i].as<std::string>()) << name;
+    }
   }
 }

@@ -241,13 +241,13 @@ TEST(Options, NprocPerNodeIsAcceptedWithResumeAndKeptOutOfOptYaml) {
 namespace {
 // Every Options member opt.yaml keeps (all but `given` and nproc_per_node).
 auto saved_fields(const Options& o) {
-  return std::tie(o.weights, o.cfg, o.data, o.hyp, o.epochs, o.batch_size, o.imgsz, o.rect,
-                  o.resume, o.resume_path, o.nosave, o.noval, o.noautoanchor, o.noplots, o.evolve,
-                  o.cache, o.image_weights, o.device, o.multi_scale, o.single_cls, o.optimizer,
-                  o.sync_bn, o.workers, o.project, o.name, o.exist_ok, o.quad, o.close_mosaic,
-                  o.cos_lr, o.label_smoothing, o.patience, o.freeze, o.save_period, o.seed,
-                  o.deterministic, o.memory_format, o.augment_device, o.local_rank, o.dist_backend,
-                  o.dist_timeout, o.save_dir);
+  return std::tie(o.weights, o.cfg, o.data, o.hyp, o.hyp_set, o.epochs, o.batch_size, o.imgsz,
+                  o.rect, o.resume, o.resume_path, o.nosave, o.noval, o.noautoanchor, o.noplots,
+                  o.evolve, o.cache, o.image_weights, o.device, o.multi_scale, o.single_cls,
+                  o.optimizer, o.sync_bn, o.workers, o.project, o.name, o.exist_ok, o.quad,
+                  o.close_mosaic, o.cos_lr, o.label_smoothing, o.patience, o.freeze, o.save_period,
+                  o.seed, o.deterministic, o.memory_format, o.augment_device, o.local_rank,
+                  o.dist_backend, o.dist_timeout, o.save_dir);
 }
 
 std::vector<std::string> split_words(const std::string& line) {
@@ -278,7 +278,8 @@ std::string help_entry(const std::string& help, const std::string& flag) {
 TEST(Options, EveryFlagRoundTripsThroughOptYaml) {
   unsetenv("LOCAL_RANK");
   Options o = parse_all(split_words(
-      "--weights w.pt --cfg m.yaml --data d.yaml --hyp h.yaml --epochs 7 --batch 32 --img 320 "
+      "--weights w.pt --cfg m.yaml --data d.yaml --hyp h.yaml --hyp-set lr0=0.02 mosaic=0.5 "
+      "--epochs 7 --batch 32 --img 320 "
       "--rect --resume runs/x/weights/last.pt --nosave --noval --noautoanchor --noplots "
       "--evolve 5 --cache disk --image-weights --device 0,1 --multi-scale --single-cls "
       "--optimizer AdamW --sync_bn --workers 3 --project p --name n --exist-ok --quad "
@@ -303,6 +304,7 @@ TEST(Options, OptYamlKeysAndValueFormsAreYolov5s) {
   // clang-format off
   const std::vector<std::string> want = {
       "weights",         "cfg",             "data",            "hyp",
+      "hyp_set",
       "epochs",          "batch_size",      "imgsz",           "rect",
       "resume",          "nosave",          "noval",           "noautoanchor",
       "noplots",         "evolve",          "cache",           "image_weights",
@@ -459,6 +461,31 @@ TEST(Hyp, ShippedFilesLoad) {
     const yolo::Hyp h = yolo::load_hyp(yolo::project_root() + "/hyp/" + f);
     EXPECT_GT(h.lr0, 0.0) << f;
     EXPECT_FALSE(h.has_anchors) << f;
+  }
+}
+
+// --hyp-set: values over the file's, checked as the file's are.
+TEST(Hyp, HypSetOverridesTheFileAndIsChecked) {
+  const yolo::Hyp file = yolo::load_hyp(yolo::project_root() + "/hyp/hyp.scratch-low.yaml");
+  const yolo::Hyp h = yolo::apply_hyp_set(file, {"lr0=0.02", "mosaic=0.5", "dfl=2"});
+  EXPECT_DOUBLE_EQ(h.lr0, 0.02);
+  EXPECT_DOUBLE_EQ(h.mosaic, 0.5);
+  EXPECT_DOUBLE_EQ(h.dfl, 2.0);
+  EXPECT_TRUE(h.has_dfl);
+  EXPECT_DOUBLE_EQ(h.lrf, file.lrf);
+  EXPECT_DOUBLE_EQ(h.momentum, file.momentum);
+  EXPECT_EQ(yolo::check_hyp_set({"lr0=0.02", "fliplr=0"}), "");
+  EXPECT_NE(yolo::check_hyp_set({"lr=0.02"}).find("did you mean 'lr0'?"), std::string::npos);
+  EXPECT_NE(yolo::check_hyp_set({"lr0"}).find("not key=value"), std::string::npos);
+  EXPECT_NE(yolo::check_hyp_set({"lr0=fast"}).find("must be a number"), std::string::npos);
+  EXPECT_NE(usage_error({"--hyp-set", "lr=1"}).find("--hyp-set: unknown hyperparameter 'lr'"),
+            std::string::npos);
+  try {
+    yolo::apply_hyp_set(file, {"lr0=-1"});
+    FAIL() << "a negative learning rate was taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--hyp-set"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lr0"), std::string::npos) << e.what();
   }
 }
 

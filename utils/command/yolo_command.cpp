@@ -96,69 +96,32 @@ const std::vector<Key>& keys() {
   return table;
 }
 
+// "[640, 480]", "640,480" or "640 480" -> {"640", "480"}.
+std::vector<std::string> list_words(const std::string& v) {
+  std::string s;
+  for (char c : v) s += (c == '[' || c == ']' || c == '(' || c == ')' || c == ',') ? ' ' : c;
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && s[i] == ' ') ++i;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ') ++j;
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
 // Ultralytics' other settings: known, so that they are refused by name rather than as typos.
 const std::vector<std::string>& unsupported_keys() {
-  static const std::vector<std::string> names = {"time",
-                                                 "pretrained",
-                                                 "verbose",
-                                                 "amp",
-                                                 "fraction",
-                                                 "profile",
-                                                 "multi_scale",
-                                                 "compile",
-                                                 "overlap_mask",
-                                                 "mask_ratio",
-                                                 "dropout",
-                                                 "dnn",
-                                                 "visualize",
-                                                 "retina_masks",
-                                                 "embed",
-                                                 "show",
-                                                 "save_frames",
-                                                 "show_boxes",
-                                                 "keras",
-                                                 "optimize",
-                                                 "int8",
-                                                 "simplify",
-                                                 "workspace",
-                                                 "nms",
-                                                 "lr0",
-                                                 "lrf",
-                                                 "momentum",
-                                                 "weight_decay",
-                                                 "warmup_epochs",
-                                                 "warmup_momentum",
-                                                 "warmup_bias_lr",
-                                                 "box",
-                                                 "cls",
-                                                 "dfl",
-                                                 "pose",
-                                                 "kobj",
-                                                 "rle",
-                                                 "angle",
-                                                 "nbs",
-                                                 "hsv_h",
-                                                 "hsv_s",
-                                                 "hsv_v",
-                                                 "degrees",
-                                                 "translate",
-                                                 "scale",
-                                                 "shear",
-                                                 "perspective",
-                                                 "flipud",
-                                                 "fliplr",
-                                                 "bgr",
-                                                 "mosaic",
-                                                 "mixup",
-                                                 "cutmix",
-                                                 "copy_paste",
-                                                 "copy_paste_mode",
-                                                 "auto_augment",
-                                                 "erasing",
-                                                 "cfg",
-                                                 "tracker",
-                                                 "task",
-                                                 "mode"};
+  static const std::vector<std::string> names = list_words(
+      "time pretrained verbose amp fraction profile multi_scale compile overlap_mask mask_ratio "
+      "dropout dnn visualize retina_masks embed show save_frames show_boxes keras optimize int8 "
+      "simplify workspace nms lr0 lrf momentum weight_decay warmup_epochs warmup_momentum "
+      "warmup_bias_lr box cls cls_pw dfl pose kobj rle angle nbs hsv_h hsv_s hsv_v degrees "
+      "translate scale shear perspective flipud fliplr bgr mosaic mixup cutmix copy_paste "
+      "copy_paste_mode auto_augment erasing cfg tracker task mode channels_last cls_remap dgrad "
+      "dis distill_model dlam dlog quantize");
   return names;
 }
 
@@ -216,22 +179,6 @@ bool truth(const std::string& key, const std::string& v) {
   throw UsageError(key + "=" + v + ": must be True or False");
 }
 
-// "[640, 480]", "640,480" or "640 480" -> {"640", "480"}.
-std::vector<std::string> list_words(const std::string& v) {
-  std::string s;
-  for (char c : v) s += (c == '[' || c == ']' || c == '(' || c == ')' || c == ',') ? ' ' : c;
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && s[i] == ' ') ++i;
-    size_t j = i;
-    while (j < s.size() && s[j] != ' ') ++j;
-    if (j > i) out.push_back(s.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
-
 std::string modes_text(const char* letters) {
   std::string out;
   for (const auto& [name, letter] : modes()) {
@@ -249,10 +196,7 @@ const Key* find_key(const std::string& name) {
 }
 
 [[noreturn]] void refuse_key(const std::string& key, const std::string& mode) {
-  if (is_hyperparameter(key)) {
-    throw UsageError(key + ": hyperparameters are set in a hyp YAML here; copy hyp/" +
-                     "hyp.scratch-low.yaml, change '" + key + "' and pass hyp=FILE");
-  }
+  if (is_hyperparameter(key)) throw UsageError(key + ": applies to yolo train, not " + mode);
   if (std::find(unsupported_keys().begin(), unsupported_keys().end(), key) !=
       unsupported_keys().end()) {
     throw UsageError(key + ": an Ultralytics setting this trainer does not support (see yolo " +
@@ -381,8 +325,10 @@ std::string read_mode(const std::vector<std::string>& args, size_t& i) {
 
 using Given = std::vector<std::pair<const Key*, std::string>>;
 
-// The key=value words after the mode, each checked against the table.
-Given read_keys(const std::vector<std::string>& args, size_t first, const std::string& mode) {
+// The key=value words after the mode, each checked against the table; train's hyperparameters
+// (lr0=0.02) are gathered into `hyp` as train's --hyp-set words.
+Given read_keys(const std::vector<std::string>& args, size_t first, const std::string& mode,
+                std::vector<std::string>& hyp) {
   const char letter = mode_letter(mode);
   Given given;
   for (size_t i = first; i < args.size(); ++i) {
@@ -394,6 +340,13 @@ Given read_keys(const std::vector<std::string>& args, size_t first, const std::s
     const size_t eq = a.find('=');
     const std::string key = a.substr(0, eq);
     const Key* k = find_key(key);
+    if (!k && mode == "train" && is_hyperparameter(key) && eq != std::string::npos) {
+      for (const std::string& h : hyp) {
+        if (h.rfind(key + "=", 0) == 0) throw UsageError(key + ": given twice");
+      }
+      hyp.push_back(a);
+      continue;
+    }
     if (!k) refuse_key(key, mode);
     if (std::string(k->modes).find(letter) == std::string::npos) {
       throw UsageError(key + ": applies to yolo " + modes_text(k->modes) + ", not " + mode);
@@ -444,7 +397,8 @@ YoloCommand translate_yolo_command(const std::vector<std::string>& args) {
   if (out.mode == "help" || out.mode == "version") return out;
   const std::string& mode = out.mode;
   out.argv = {program_of(mode)};
-  const Given given = read_keys(args, i + 1, mode);
+  std::vector<std::string> hyp;
+  const Given given = read_keys(args, i + 1, mode, hyp);
   if (mode == "train" && resumes(given)) {
     add_resume(given, out.argv);
     return out;
@@ -452,6 +406,14 @@ YoloCommand translate_yolo_command(const std::vector<std::string>& args) {
   for (const auto& [k, v] : given) {
     add_key(*k, v, mode, out.argv);
     if (mode == "train") out.args_yaml += std::string(k->name) + ": " + v + "\n";
+  }
+  if (!hyp.empty()) {
+    out.argv.push_back("--hyp-set");
+    for (const std::string& h : hyp) {
+      out.argv.push_back(h);
+      const size_t eq = h.find('=');
+      out.args_yaml += h.substr(0, eq) + ": " + h.substr(eq + 1) + "\n";
+    }
   }
   // Ultralytics' defaults where they differ from the programs': runs/detect/<mode> folders and
   // the optimizer chosen for the run.
@@ -487,7 +449,10 @@ std::string yolo_help() {
     m.resize(std::max<size_t>(m.size() + 1, 29), ' ');
     s += row + flag + m + k.help + "\n";
   }
-  s += "Runs go to runs/detect/train, train2, ... (val, predict likewise); train writes "
+  s += "  lr0, lrf, momentum, weight_decay, warmup_*, box, cls, dfl, hsv_*, degrees, translate,\n"
+       "  scale, shear, perspective, flipud, fliplr, mosaic, mixup, copy_paste: train's\n"
+       "  hyperparameters (--hyp-set KEY=VALUE over the hyp file's)\n"
+       "Runs go to runs/detect/train, train2, ... (val, predict likewise); train writes "
        "args.yaml there.\n";
   return s;
 }

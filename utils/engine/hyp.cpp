@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
@@ -169,6 +170,34 @@ Hyp hyp_from_yaml(const YAML::Node& node, const std::string& ctx) {
 }
 
 Hyp load_hyp(const std::string& path) { return hyp_from_yaml(load_yaml_file(path), path); }
+
+std::string check_hyp_set(const std::vector<std::string>& items) {
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return "'" + item + "' is not key=value (e.g. lr0=0.02)";
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (!field(key)) {
+      return "unknown hyperparameter '" + key + "' (" + unknown_key_hint(key) + ")";
+    }
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') return "'" + key + "' must be a number, got '" + value + "'";
+  }
+  return "";
+}
+
+Hyp apply_hyp_set(const Hyp& hyp, const std::vector<std::string>& items) {
+  if (items.empty()) return hyp;
+  if (const std::string bad = check_hyp_set(items); !bad.empty()) {
+    throw std::runtime_error("--hyp-set: " + bad);
+  }
+  YAML::Node node = hyp_to_yaml(hyp);
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    node[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return hyp_from_yaml(node, "--hyp-set");
+}
 
 int hyp_anchor_count(const Hyp& hyp, const std::string& hyp_path) {
   if (!hyp.has_anchors) return 0;

@@ -62,6 +62,12 @@ const std::vector<std::string>& required_hyp_keys();
 // errors name the file, line and key.
 Hyp load_hyp(const std::string& path);
 
+// train's --hyp-set: `key=value` words over a hyp file's values. check_hyp_set says what is wrong
+// with the words ("" when nothing: known names, numbers); apply_hyp_set returns `hyp` with them
+// set, checked as a hyp file's values are (errors name --hyp-set and the key).
+std::string check_hyp_set(const std::vector<std::string>& items);
+Hyp apply_hyp_set(const Hyp& hyp, const std::vector<std::string>& items);
+
 // The hyp file's `anchors` as a count per output layer (rounded, as YOLOv5's Model rounds it):
 // 0 when absent or 0 (the model YAML's anchors stay). Throws std::runtime_error naming
 // `hyp_path` and the key for a value outside 0..16.

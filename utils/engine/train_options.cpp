@@ -9,6 +9,7 @@
 #include "utils/core/errors.h"
 #include "utils/core/runtime/cuda_env.h"
 #include "utils/core/yaml_io.h"
+#include "utils/engine/hyp.h"
 
 namespace yolo {
 
@@ -104,6 +105,10 @@ const std::vector<Flag>& flags() {
       Bind("hyp", &O::hyp, "hyp", "hyperparameters YAML path or bare name (hyp/)")
           .metavar("PATH")
           .yaml_with(nullptr, read_hyp),
+      Bind("hyp-set", &O::hyp_set, "hyp_set",
+           "hyperparameters over the --hyp file's: --hyp-set lr0=0.02 mosaic=0.5")
+          .metavar("KEY=VALUE")
+          .check(check_hyp_set),
       Bind("epochs", &O::epochs, "epochs", "total training epochs").check(at_least(1)),
       Bind("batch-size", &O::batch_size, "batch_size", "total batch size for all ranks")
           .alias("--batch")

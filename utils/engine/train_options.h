@@ -15,6 +15,7 @@ struct Options {
   std::string cfg;      // model YAML; empty with empty weights means yolov5s.yaml
   std::string data = "shapes.yaml";  // the project's generated default data
   std::string hyp = "hyp.scratch-low.yaml";
+  std::vector<std::string> hyp_set;  // key=value over the hyp file's values
   int epochs = 100;
   int batch_size = 16;  // total over all ranks
   int imgsz = 640;

@@ -33,6 +33,13 @@ std::string evolve_with_resume(const RuleInput& in) {
   return in.cli.evolve > 0 && in.cli.resume ? "--evolve cannot be combined with --resume" : "";
 }
 
+// Evolution mutates the --hyp file's values; fixed overrides would undo its mutations.
+std::string evolve_with_hyp_set(const RuleInput& in) {
+  return in.cli.evolve > 0 && !in.cli.hyp_set.empty()
+             ? "--hyp-set cannot be combined with --evolve; put the values in the --hyp file"
+             : "";
+}
+
 std::string evolve_on_one_process(const RuleInput& in) {
   if (in.cli.evolve == 0 || std::atoi(in.world_size_text.c_str()) <= 1) return "";
   return "--evolve runs on one process only (WORLD_SIZE=" + in.world_size_text +
@@ -115,6 +122,7 @@ const std::vector<TrainRule>& train_rules() {
       {"values in range", values_in_range},
       {"quad on the CPU", quad_on_the_cpu},
       {"evolve with resume", evolve_with_resume},
+      {"evolve with hyp-set", evolve_with_hyp_set},
       {"evolve on one process", evolve_on_one_process},
       {"launcher with evolve", launcher_with_evolve},
       {"launcher with local_rank", launcher_with_local_rank},

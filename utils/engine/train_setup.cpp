@@ -89,7 +89,7 @@ void start_run(TrainSetup& s, TrainConfig cfg) {
 // Hyperparameters and the run dir (rank 0 picks it; a resume keeps the run's own).
 void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
   Options& opt = s.opt;
-  s.hyp = load_hyp(opt.hyp);
+  s.hyp = apply_hyp_set(load_hyp(opt.hyp), opt.hyp_set);
   std::string line = "hyperparameters: ";
   for (const auto& k : required_hyp_keys()) {
     line +=
