@@ -41,6 +41,24 @@ ls "$tmp/runs/detect/predict/labels/"*.txt >/dev/null 2>&1 || fail "yolo predict
 [[ -f $run/weights/best.onnx ]] || fail "yolo export wrote no best.onnx"
 echo "yolo val, predict, export: read the run"
 
+expect_usage() {  # expect_usage MESSAGE ARGS...: yolo ARGS exits 2 printing MESSAGE
+  local want=$1 rc
+  shift
+  set +e
+  "$BIN/yolo" "$@" >"$tmp/log" 2>&1
+  rc=$?
+  set -e
+  [[ $rc == 2 ]] || fail "yolo $* exited $rc: $(cat "$tmp/log")"
+  grep -qF "$want" "$tmp/log" || fail "yolo $*: no '$want' in $(cat "$tmp/log")"
+}
+expect_usage "did you mean 'epochs'?" train epoch=3
+expect_usage "detects objects only" segment train model=yolo11n-seg.pt
+expect_usage "amp: an Ultralytics setting" train amp=False
+expect_usage "source: applies to yolo predict, not train" train source=x
+"$BIN/yolo" help >"$tmp/log" || fail "yolo help exited $?"
+grep -q "close_mosaic *--close-mosaic" "$tmp/log" || fail "yolo help lists no keys"
+echo "refusals: exit 2 naming the key"
+
 # Weights by name from a mirror: downloaded once into the cache, then read from it.
 mkdir -p "$tmp/www"
 cp "$best" "$tmp/www/yolov5n.pt"
@@ -49,8 +67,13 @@ server=$!
 for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
 [[ -s $tmp/port ]] || fail "the loopback server did not start"
 mirror=http://127.0.0.1:$(cat "$tmp/port")/files
-YOLO_WEIGHTS_URL=$mirror "$BIN/yolo" predict model=yolov5n.pt source="$tmp/shapes/images/val" \
-  imgsz=64 device=cpu >"$tmp/log" 2>&1 || fail "yolo predict model=yolov5n.pt from the mirror"
+if ! YOLO_WEIGHTS_URL=$mirror "$BIN/yolo" predict model=yolov5n.pt \
+  source="$tmp/shapes/images/val" imgsz=64 device=cpu >"$tmp/log" 2>&1; then
+  grep -q "this build has no libcurl" "$tmp/log" || fail "yolo predict model=yolov5n.pt from the mirror"
+  echo "SKIP weights by name: this build has no libcurl"
+  echo "PASS yolo_command"
+  exit 0
+fi
 grep -q "Downloading $mirror/yolov5n.pt" "$tmp/log" || fail "no download of yolov5n.pt"
 cmp -s "$tmp/cache/yolov5n.pt" "$best" || fail "the cached yolov5n.pt differs from the served file"
 YOLO_WEIGHTS_URL=$mirror "$BIN/detect" --weights yolov5n.pt --source "$tmp/shapes/images/val" \
@@ -70,21 +93,4 @@ grep -q "http://127.0.0.1:9/yolov8n.pt.*put it at $tmp/cache/yolov8n.pt" "$tmp/l
   fail "the failure does not name the URL and the path: $(cat "$tmp/log")"
 [[ ! -e $tmp/cache/yolov8n.pt ]] || fail "a failed download left yolov8n.pt in the cache"
 
-expect_usage() {  # expect_usage MESSAGE ARGS...: yolo ARGS exits 2 printing MESSAGE
-  local want=$1 rc
-  shift
-  set +e
-  "$BIN/yolo" "$@" >"$tmp/log" 2>&1
-  rc=$?
-  set -e
-  [[ $rc == 2 ]] || fail "yolo $* exited $rc: $(cat "$tmp/log")"
-  grep -qF "$want" "$tmp/log" || fail "yolo $*: no '$want' in $(cat "$tmp/log")"
-}
-expect_usage "did you mean 'epochs'?" train epoch=3
-expect_usage "detects objects only" segment train model=yolo11n-seg.pt
-expect_usage "amp: an Ultralytics setting" train amp=False
-expect_usage "source: applies to yolo predict, not train" train source=x
-"$BIN/yolo" help >"$tmp/log" || fail "yolo help exited $?"
-grep -q "close_mosaic *--close-mosaic" "$tmp/log" || fail "yolo help lists no keys"
-echo "refusals: exit 2 naming the key"
 echo "PASS yolo_command"

@@ -170,6 +170,7 @@ TEST_F(Fetch, OfflineFailsNamingTheUrl) {
   } catch (const yolo::FetchError& e) {
     EXPECT_NE(std::string(e.what()).find(url), std::string::npos) << e.what();
   }
+  EXPECT_FALSE(fs::exists(scratch.dir / "w.pt.part")) << "an empty .part was left";
 }
 
 TEST(FetchOptions, EnvironmentSetsTimeoutAndAttempts) {

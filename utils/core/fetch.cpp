@@ -229,6 +229,7 @@ int64_t fetch_file(const std::string& url, const std::string& path, const FetchO
     }
   }
   const bool kept = fs::exists(part, ec) && fs::file_size(part, ec) > 0;
+  if (!kept) fs::remove(part, ec);
   throw FetchError(
       "could not download " + url + " to " + path + " after " + std::to_string(o.attempts) +
       (o.attempts == 1 ? " attempt (" : " attempts (") + why + ")" +
