@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the project needs, then configures and builds the programs (train, val,
-# detect, export); scripts/test.sh builds the tests and benchmarks as well.
+# detect, export, yolo); scripts/test.sh builds the tests and benchmarks as well.
 # Idempotent: packages already present are not reinstalled, and the build is incremental.
 #
 # Usage: scripts/setup.sh [--torch wheel|system] [--test-packages] [--no-build] [--targets "T1 T2"]

@@ -86,12 +86,13 @@ TEST(YoloCommand, ResumeContinuesTheNamedRun) {
 }
 
 TEST(YoloCommand, ValPredictExportKeysMapOntoTheirFlags) {
-  EXPECT_EQ(translate_yolo_command(words("val model=best.pt data=coco8.yaml conf=0.01 iou=0.6 "
-                                         "split=test save_json batch=4 half=False end2end"))
-                .argv,
-            words("val --weights best.pt --data coco8.yaml --conf-thres 0.01 --iou-thres 0.6 "
-                  "--task test --save-json --batch-size 4 --end2end --project runs/detect "
-                  "--name val"));
+  EXPECT_EQ(
+      translate_yolo_command(words("val model=best.pt data=coco8.yaml conf=0.01 iou=0.6 "
+                                   "split=test save_json batch=4 half=False end2end verbose"))
+          .argv,
+      words("val --weights best.pt --data coco8.yaml --conf-thres 0.01 --iou-thres 0.6 "
+            "--task test --save-json --batch-size 4 --end2end --verbose --project runs/detect "
+            "--name val"));
   EXPECT_EQ(translate_yolo_command(words("predict model=yolo26n.pt source=img/ imgsz=[480,640] "
                                          "classes=0,2 save=False show_labels=False "
                                          "show_conf=False line_width=2 max_det=10 save_txt"))
@@ -108,6 +109,7 @@ TEST(YoloCommand, ValPredictExportKeysMapOntoTheirFlags) {
 TEST(YoloCommand, RefusalsNameTheKeyAndWhatToDo) {
   EXPECT_NE(refusal("train epoch=3").find("unknown key 'epoch'"), std::string::npos);
   EXPECT_NE(refusal("train epoch=3").find("did you mean 'epochs'?"), std::string::npos);
+  EXPECT_NE(refusal("train lr=0.1").find("did you mean 'lr0'?"), std::string::npos);
   EXPECT_NE(refusal("train amp=False").find("amp: an Ultralytics setting this trainer does not"),
             std::string::npos);
   EXPECT_NE(refusal("val lr0=0.02").find("lr0: applies to yolo train, not val"), std::string::npos);

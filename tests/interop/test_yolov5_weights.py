@@ -89,14 +89,16 @@ def compare_detect(bin_dir, weights, fx, work, names, ref_dir=None, extra=()):
                        "against YOLOv5's detect.py")
 
 
-def compare_label_dirs(ref_dir, ours_dir, sizes, who, min_boxes=30):
+def compare_label_dirs(ref_dir, ours_dir, sizes, who, min_boxes=30, round_ours=True):
     """Labels per file stem (sizes: stem -> (w, h)): 98 % of ref's boxes have one of ours (same
-    class, IoU >= 0.95, |conf diff| <= 0.01) and 98 % of ours one of ref's."""
+    class, IoU >= 0.95, |conf diff| <= 0.01) and 98 % of ours one of ref's. Ours are rounded to
+    whole pixels as detect.py rounds its boxes, unless both sides are ours (round_ours=False):
+    rounding one side only moves a box of a few pixels below IoU 0.95."""
     n_ref = n_ours = m_ref = m_ours = 0
     missed, min_iou, max_dconf = [], 1.0, 0.0
     for stem, (w, h) in sorted(sizes.items()):
         ref = read_labels(ref_dir, stem, w, h, rnd=False)
-        ours = read_labels(ours_dir, stem, w, h, rnd=True)
+        ours = read_labels(ours_dir, stem, w, h, rnd=round_ours)
         n_ref, n_ours = n_ref + len(ref), n_ours + len(ours)
         m, miss, lo, hi = match(ref, ours)
         m_ref += m
@@ -166,7 +168,8 @@ def compare_video(bin_dir, fx, work):
         shutil.copy(os.path.join(stream_dir, f), os.path.join(renamed, f"clip_{k + 1}.txt"))
     clip_sizes = {k: v for k, v in sizes.items() if k.startswith("clip_")}
     compare_label_dirs(os.path.join(work, "video", "labels"), renamed, clip_sizes,
-                       "detect on the video as a file:// stream, against the video's frames")
+                       "detect on the video as a file:// stream, against the video's frames",
+                       round_ours=False)
 
     # SIGINT during a stream ends the run cleanly: exit 0, the video finished and readable.
     long_clip = os.path.join(work, "long.avi")
@@ -273,7 +276,9 @@ def y5_detect(fx, work, name, source, **options):
 
 def compare_crops(bin_dir, fx, work):
     """detect --save-crop writes YOLOv5's crops: the same files (class folder, image stem and
-    number), sizes within a pixel (our boxes are not rounded to YOLOv5's), near-equal luma."""
+    number), sizes within 2 pixels, near-equal luma. YOLOv5's detect.py rounds its boxes to whole
+    pixels before cropping and ours are not rounded, so each edge of a crop may land a pixel
+    apart."""
     images = os.path.join(work, "crop_images")
     os.makedirs(images, exist_ok=True)
     for f in sorted(os.listdir(os.path.join(fx, "shapes", "images", "val")))[:8]:
@@ -296,7 +301,7 @@ def compare_crops(bin_dir, fx, work):
     for f in files(ref):
         a = cv2.imread(os.path.join(ref, f), cv2.IMREAD_GRAYSCALE)
         b = cv2.imread(os.path.join(ours, f), cv2.IMREAD_GRAYSCALE)
-        if abs(a.shape[0] - b.shape[0]) > 1 or abs(a.shape[1] - b.shape[1]) > 1:
+        if abs(a.shape[0] - b.shape[0]) > 2 or abs(a.shape[1] - b.shape[1]) > 2:
             fail(f"detect --save-crop: {f} is {b.shape[:2]}, YOLOv5's {a.shape[:2]}")
         h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
         worst = max(worst, float(cv2.absdiff(a[:h, :w], b[:h, :w]).mean()))

@@ -69,6 +69,7 @@ const std::vector<Key>& keys() {
       {"val", "t", "noval", Form::kInverse, "False: validate only after the last epoch"},
       {"split", "v", "task", Form::kSplit, "val or test"},
       {"save_json", "v", "save-json", Form::kSwitch, "COCO JSON results"},
+      {"verbose", "v", "verbose", Form::kSwitch, "metrics per class"},
       {"conf", "vp", "conf-thres", Form::kValue, "confidence threshold"},
       {"iou", "vp", "iou-thres", Form::kValue, "NMS IoU threshold"},
       {"max_det", "vp", "max-det", Form::kValue, "detections per image"},
@@ -115,44 +116,28 @@ std::vector<std::string> list_words(const std::string& v) {
 // Ultralytics' other settings: known, so that they are refused by name rather than as typos.
 const std::vector<std::string>& unsupported_keys() {
   static const std::vector<std::string> names = list_words(
-      "time pretrained verbose amp fraction profile multi_scale compile overlap_mask mask_ratio "
-      "dropout dnn visualize retina_masks embed show save_frames show_boxes keras optimize int8 "
-      "simplify workspace nms lr0 lrf momentum weight_decay warmup_epochs warmup_momentum "
-      "warmup_bias_lr box cls cls_pw dfl pose kobj rle angle nbs hsv_h hsv_s hsv_v degrees "
-      "translate scale shear perspective flipud fliplr bgr mosaic mixup cutmix copy_paste "
-      "copy_paste_mode auto_augment erasing cfg tracker task mode channels_last cls_remap dgrad "
-      "dis distill_model dlam dlog quantize");
+      "time pretrained amp fraction profile multi_scale compile overlap_mask mask_ratio dropout "
+      "dnn visualize retina_masks embed show save_frames show_boxes keras optimize int8 simplify "
+      "workspace nms cls_pw pose kobj rle angle nbs bgr cutmix copy_paste_mode auto_augment "
+      "erasing cfg tracker task mode channels_last cls_remap dgrad dis distill_model dlam dlog "
+      "quantize");
+  return names;
+}
+
+// Ultralytics' hyperparameter keys this trainer's hyp files have (train's --hyp-set).
+const std::vector<std::string>& hyperparameters() {
+  static const std::vector<std::string> names = list_words(
+      "lr0 lrf momentum weight_decay warmup_epochs warmup_momentum warmup_bias_lr box cls dfl "
+      "hsv_h hsv_s hsv_v degrees translate scale shear perspective flipud fliplr mosaic mixup "
+      "copy_paste");
   return names;
 }
 
 bool is_hyperparameter(const std::string& k) {
-  static const std::vector<std::string> hyp = {"lr0",
-                                               "lrf",
-                                               "momentum",
-                                               "weight_decay",
-                                               "warmup_epochs",
-                                               "warmup_momentum",
-                                               "warmup_bias_lr",
-                                               "box",
-                                               "cls",
-                                               "dfl",
-                                               "hsv_h",
-                                               "hsv_s",
-                                               "hsv_v",
-                                               "degrees",
-                                               "translate",
-                                               "scale",
-                                               "shear",
-                                               "perspective",
-                                               "flipud",
-                                               "fliplr",
-                                               "mosaic",
-                                               "mixup",
-                                               "copy_paste"};
-  return std::find(hyp.begin(), hyp.end(), k) != hyp.end();
+  return std::find(hyperparameters().begin(), hyperparameters().end(), k) !=
+         hyperparameters().end();
 }
 
-// The modes in Ultralytics' order, each with its letter in Key::modes.
 const std::vector<std::pair<std::string, char>>& modes() {
   static const std::vector<std::pair<std::string, char>> m = {
       {"train", 't'}, {"val", 'v'}, {"predict", 'p'}, {"export", 'e'}};
@@ -202,7 +187,7 @@ const Key* find_key(const std::string& name) {
     throw UsageError(key + ": an Ultralytics setting this trainer does not support (see yolo " +
                      "help for the keys it takes)");
   }
-  std::vector<std::string> known;
+  std::vector<std::string> known = hyperparameters();
   for (const Key& k : keys()) known.push_back(k.name);
   for (const std::string& k : unsupported_keys()) known.push_back(k);
   const std::string best = closest_word(key, known);
