@@ -82,6 +82,12 @@ void merge_into(const fs::path& from, const fs::path& to) {
   }
 }
 
+// libarchive's message for its last error (it may have none).
+std::string error_of(archive* a) {
+  const char* e = archive_error_string(a);
+  return e ? e : "unreadable";
+}
+
 struct ArchiveReader {
   archive* a = archive_read_new();
   ~ArchiveReader() { archive_read_free(a); }
@@ -98,8 +104,7 @@ int64_t read_entries(const std::string& archive, const fs::path& tmp, int64_t ma
     return std::runtime_error("cannot unpack " + archive + ": " + why);
   };
   if (archive_read_open_filename(r.a, archive.c_str(), 1 << 16) != ARCHIVE_OK) {
-    throw fail(std::string(archive_error_string(r.a) ? archive_error_string(r.a) : "unreadable") +
-               " (not a zip or tar archive?)");
+    throw fail(error_of(r.a) + " (not a zip or tar archive?)");
   }
   int64_t files = 0, entries = 0, written = 0;
   archive_entry* entry = nullptr;
@@ -107,7 +112,7 @@ int64_t read_entries(const std::string& archive, const fs::path& tmp, int64_t ma
   for (;;) {
     const int rc = archive_read_next_header(r.a, &entry);
     if (rc == ARCHIVE_EOF) break;
-    if (rc < ARCHIVE_WARN) throw fail(archive_error_string(r.a));
+    if (rc < ARCHIVE_WARN) throw fail(error_of(r.a));
     const std::string name = archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "";
     if (++entries > max_entries) {
       throw fail("more than " + std::to_string(max_entries) + " entries; refused");
@@ -132,7 +137,7 @@ int64_t read_entries(const std::string& archive, const fs::path& tmp, int64_t ma
     for (;;) {
       const la_ssize_t n = archive_read_data(r.a, buffer.data(), buffer.size());
       if (n == 0) break;
-      if (n < 0) throw fail("entry '" + name + "': " + archive_error_string(r.a));
+      if (n < 0) throw fail("entry '" + name + "': " + error_of(r.a));
       written += n;
       if (written > max_bytes) {
         throw fail("it expands to more than " + std::to_string(max_bytes >> 20) +

@@ -167,9 +167,9 @@ AttemptResult attempt(const std::string& url, const std::string& part, const Fet
   const bool flushed = std::fflush(t.out) == 0 && fsync(fileno(t.out)) == 0;
   std::fclose(t.out);
   const std::string why = error[0] ? std::string(error) : curl_easy_strerror(rc);
+  if (t.bar) t.bar->close(label);  // how far it got, on a line of its own
   if (rc == CURLE_OK) {
     if (!flushed) return {Outcome::kFatal, "cannot write " + part + ": " + std::strerror(errno)};
-    if (t.bar) t.bar->close(label);
     return {Outcome::kDone, ""};
   }
   if (rc == CURLE_WRITE_ERROR && t.write_errno != 0) {
