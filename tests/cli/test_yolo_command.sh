@@ -22,6 +22,8 @@ run=$tmp/runs/detect/train
 grep -q "^mode: train$" "$run/args.yaml" && grep -q "^epochs: 1$" "$run/args.yaml" &&
   grep -q "^model: yolov5n.yaml$" "$run/args.yaml" || fail "args.yaml: $(cat "$run/args.yaml")"
 grep -q "^optimizer: auto$" "$run/opt.yaml" || fail "not Ultralytics' optimizer=auto"
+grep -q "^Next: .*/yolo val model=runs/detect/train/weights/best.pt imgsz=64$" "$tmp/log" ||
+  fail "the closing lines do not give the yolo commands: $(grep -A2 '^Next:' "$tmp/log")"
 grep -q "^lr0: 0.005$" "$run/hyp.yaml" || fail "lr0=0.005 is not the run's: $(grep lr0 "$run/hyp.yaml")"
 "$BIN/yolo" detect train "${train_args[@]}" epochs=1 >"$tmp/log2" 2>&1 &&
   fail "a key given twice was accepted"

@@ -129,6 +129,7 @@ TEST(YoloCommand, RefusalsNameTheKeyAndWhatToDo) {
             std::string::npos);
   EXPECT_NE(refusal("train epochs=3 epochs=4").find("given twice"), std::string::npos);
   EXPECT_NE(refusal("train batch=0.7").find("fraction of GPU memory"), std::string::npos);
+  EXPECT_NE(refusal("train imgsz=[640,480]").find("train takes one size"), std::string::npos);
   EXPECT_EQ(translate_yolo_command({}).mode, "help");
   EXPECT_EQ(translate_yolo_command(words("version")).mode, "version");
 }

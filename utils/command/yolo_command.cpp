@@ -213,6 +213,10 @@ void add_key(const Key& k, const std::string& value, const std::string& mode,
     case Form::kList: {
       const std::vector<std::string> words = list_words(value);
       if (words.empty()) throw UsageError(key + "=" + value + ": give a value or a list [a,b]");
+      if (key == "imgsz" && words.size() > 1 && (mode == "train" || mode == "val")) {
+        throw UsageError("imgsz=" + value + ": " + mode +
+                         " takes one size (square images, as Ultralytics' " + mode + ")");
+      }
       argv.push_back(flag);
       argv.insert(argv.end(), words.begin(), words.end());
       return;

@@ -364,8 +364,18 @@ void Trainer::log_next_steps() const {
   const std::string files =
       s_.loop.noplots ? "results.csv is in " : "results.csv, results.png and the plots are in ";
   std::string next = "Weights: " + best + " (best fitness), " + s_.paths.last + " (last epoch); " +
-                     files + s_.paths.save_dir + "\nNext: " + sibling_program("val") +
-                     " --weights " + best + " --imgsz " + imgsz;
+                     files + s_.paths.save_dir + "\nNext: ";
+  if (!s_.opt.args_yaml.empty()) {  // started by the yolo program: its commands
+    const std::string yolo = sibling_program("yolo") + " ";
+    next += yolo + "val model=" + best + " imgsz=" + imgsz;
+    if (!s_.data.val.empty()) {
+      next += "\n      " + yolo + "predict model=" + best + " source=" + s_.data.val.front() +
+              " imgsz=" + imgsz;
+    }
+    log_info(next + "\n      " + yolo + "export model=" + best + " format=onnx imgsz=" + imgsz);
+    return;
+  }
+  next += sibling_program("val") + " --weights " + best + " --imgsz " + imgsz;
   if (!s_.data.val.empty()) {
     next += "\n      " + sibling_program("detect") + " --weights " + best + " --source " +
             s_.data.val.front() + " --imgsz " + imgsz;
