@@ -126,7 +126,11 @@ LoadedModel load_model_for_inference(const std::string& named, const std::string
       throw std::runtime_error(weights + ": key 'opt': not the options of a run (" + e.msg + ")");
     }
   }
-  if (wf.yolov5) return load_yolov5_for_inference(weights, *wf.yolov5, cfg, data);
+  if (wf.yolov5) {
+    LoadedModel y = load_yolov5_for_inference(weights, *wf.yolov5, cfg, data);
+    y.file = weights;
+    return y;
+  }
   ModelSpec spec = model_spec_for(weights, wf, cfg, out.cfg);
   // The names the checkpoint carries come first; older checkpoints name their data YAML.
   const std::string data_yaml = data.empty() ? (wf.names.empty() ? out.data : "") : data;
@@ -175,6 +179,7 @@ LoadedModel load_model_for_inference(const std::string& named, const std::string
                              "; pass the matching --cfg");
   }
   out.model->head().select_for_inference(false);  // one head: YOLO26's one-to-many by default
+  out.file = weights;
   return out;
 }
 

@@ -15,6 +15,7 @@ struct LoadedModel {
   std::string data;  // data YAML from the checkpoint ('' for a plain state dict)
   bool single_cls = false;
   std::vector<std::string> names;  // from the data YAML when known, else class indices
+  std::string file;  // the file read: the download cache's for a released name (yolov5s.pt)
 };
 
 // `cfg` / `data` override what the checkpoint says when not empty. Throws UsageError for a

@@ -9,7 +9,6 @@
 #include <iostream>
 #include <sstream>
 
-#include "models/weights_hub.h"
 #include "utils/core/app_main.h"
 #include "utils/core/cli.h"
 #include "utils/core/errors.h"
@@ -212,9 +211,8 @@ ExportResult run_export(const ExportArgs& a) {
   if (a.end2end) result.output_shape = {a.batch_size, std::min<int64_t>(300, y.size(2)), 6};
   const fs::path weights(a.weights);
   // A released name (yolov5s.pt) was read from the download cache; its files go beside the name.
-  const std::string read_from = resolve_weights(a.weights);
-  log_info("PyTorch: starting from " + one_line(read_from) + " with output shape " +
-           shape_text(result.output_shape) + " (" + megabytes(fs::file_size(read_from)) + ")");
+  log_info("PyTorch: starting from " + one_line(lm.file) + " with output shape " +
+           shape_text(result.output_shape) + " (" + megabytes(fs::file_size(lm.file)) + ")");
 
   check_onnx_size(a, formats, *lm.model, y.size(ultralytics ? 2 : 1));
   const ExportGraph graph = lower_model(*lm.model);
