@@ -13,7 +13,12 @@
 #   5. that last.pt resumed with --device cpu: exit 0 and 4 epochs in results.csv;
 #   6. one epoch under torchrun, one rank, NCCL, --sync-bn; images/s;
 #   7. export of step 5's last.pt to TorchScript and ONNX on the device (--half on a GPU), and val
-#      on the .torchscript there: an 'all' row.
+#      on the .torchscript there: an 'all' row;
+#   8. yolo11n with --optimizer auto (AMP on a GPU), 3 epochs: finite losses that fall, images/s;
+#   9. yolo26n with --optimizer MuSGD (AMP on a GPU), 4 epochs asked, stopped with SIGTERM once 2
+#      are in results.csv, then resumed on the device to 4 epochs (MuSGD's buffers from last.pt);
+#  10. that yolo26n last.pt exported with --end2end (TorchScript, its top-k in the file) on the
+#      device, and val on the .torchscript there (--end2end: no NMS).
 # GPU mode trains on coco128 at 320 px, batch 32, 8 workers.
 #
 # Usage: scripts/gpu_first_run.sh [--cpu] [--build DIR] [--data DIR] [--out DIR]
@@ -140,7 +145,7 @@ gtest_check() {
   if [[ ! -x $bin ]]; then row "$label" "FAIL: $bin not built" ""; return; fi
   log=$OUT/gtest_$2_${filter//[^A-Za-z0-9]/}.log
   (cd "$BUILD_DIR" && YOLO_PYTHON=$PY TORCHRUN=$TORCHRUN YOLO_BIN=$BIN \
-    timeout -k 10 180 "$bin" --gtest_filter="$filter") >"$log" 2>&1
+    timeout -k 10 300 "$bin" --gtest_filter="$filter") >"$log" 2>&1
   s=$?
   # Per-test result lines end with the time; the summary's lists repeat the names without it.
   ok=$(grep -Ec '^\[       OK \] .* ms\)$' "$log")
@@ -148,7 +153,7 @@ gtest_check() {
   fail=$(grep -Ec '^\[  FAILED  \] .* ms\)$' "$log")
   counts="$ok passed, $skip skipped, $fail failed"
   if [[ $s == 124 || $s == 137 ]]; then
-    row "$label" "FAIL: timed out after 180 s in $(cell "$(grep '^\[ RUN      \]' "$log" | tail -1 | cut -c14-)")" "$counts"
+    row "$label" "FAIL: timed out after 300 s in $(cell "$(grep '^\[ RUN      \]' "$log" | tail -1 | cut -c14-)")" "$counts"
   elif ((fail > 0)); then
     row "$label" "FAIL: $(cell "$(grep -m1 -E '^\[  FAILED  \] .* ms\)$' "$log" | cut -c14-): $(grep -m1 -A2 'Failure' "$log")")" "$counts"
   elif [[ $s != 0 ]]; then
@@ -177,32 +182,31 @@ epoch_ips() {  # LOG N: images/s of the Nth training epoch the log reports
   grep -E 'images in [0-9.]+ s \([0-9.]+ img/s\)' "$1" | sed -n "$2p" | grep -Eo '[0-9.]+ img/s'
 }
 losses() {  # CSV: "ROWS FINITE SUM1 SUM2 ...": data rows, whether every train loss is finite, and
-  # each row's box + obj + cls loss
+  # each row's sum of its train/*_loss columns (box, obj, cls for YOLOv5; box, cls, dfl otherwise)
   "$PY" - "$1" <<'PY'
 import csv, math, sys
 rows = [{k.strip(): v.strip() for k, v in r.items()} for r in csv.DictReader(open(sys.argv[1]))]
-sums = [sum(float(r[k]) for k in ("train/box_loss", "train/obj_loss", "train/cls_loss")) for r in rows]
+sums = [sum(float(v) for k, v in r.items() if k.startswith("train/") and k.endswith("_loss"))
+        for r in rows]
 print(len(rows), all(math.isfinite(s) for s in sums), *(f"{s:.5g}" for s in sums))
 PY
 }
-RUN=$OUT/runs/first_run
-CSV=$RUN/results.csv
-LAST=$RUN/weights/last.pt
-label="train yolov5n, AdamW, --augment-device $AUG ($IMGSZ px, batch $BATCH, $WHERE), SIGTERM after 2 of 4 epochs"
-STOPPED=0
-if [[ ! -x $BIN/train ]]; then
-  row "$label" "FAIL: $BIN/train not built" ""
-else
-  rm -rf "$RUN"
+# stop_after_two NAME LABEL TRAIN-FLAGS...: trains OUT/runs/NAME for 4 epochs, stopped with SIGTERM
+# once results.csv has 2 rows; one row; STOPPED=1 when it stopped as asked with a last.pt.
+stop_after_two() {
+  local name=$1 label=$2 pid sent=0 alive=0 status n finite l1 l2
+  shift 2
+  local run=$OUT/runs/$name csv=$OUT/runs/$name/results.csv log=$OUT/$name.log
+  STOPPED=0
+  if [[ ! -x $BIN/train ]]; then row "$label" "FAIL: $BIN/train not built" ""; return; fi
+  rm -rf "$run"
   (cd "$OUT" && exec "$BIN/train" --data "$DATA_YAML" --imgsz "$IMGSZ" --batch-size "$BATCH" \
-    --workers "$WORKERS" --project "$OUT/runs" --name first_run --exist-ok --noplots \
-    --cfg yolov5n.yaml --optimizer AdamW --augment-device "$AUG" --epochs 4 --device "$DEV") \
-    >"$OUT/train.log" 2>&1 &
+    --workers "$WORKERS" --project "$OUT/runs" --name "$name" --exist-ok --noplots --epochs 4 \
+    --device "$DEV" "$@") >"$log" 2>&1 &
   pid=$!
-  sent=0 alive=0
   for _ in $(seq 1 6000); do  # up to 5 min for two epochs (mapfile: no process per poll)
-    if [[ -f $CSV ]]; then
-      mapfile -t lines <"$CSV"
+    if [[ -f $csv ]]; then
+      mapfile -t lines <"$csv"
       if ((${#lines[@]} - 1 >= 2)); then kill -TERM "$pid" 2>/dev/null && sent=1; break; fi
     fi
     kill -0 "$pid" 2>/dev/null || break
@@ -213,22 +217,30 @@ else
   kill -KILL "$pid" 2>/dev/null
   wait "$pid"
   status=$?
-  read -r n finite l1 l2 _ < <([[ -f $CSV ]] && losses "$CSV")
+  read -r n finite l1 l2 _ < <([[ -f $csv ]] && losses "$csv")
   if ((alive)); then
-    row "$label" "FAIL: not 2 epochs after 5 min: $(cell "$(tail -1 "$OUT/train.log")")" ""
+    row "$label" "FAIL: not 2 epochs after 5 min: $(cell "$(tail -1 "$log")")" ""
   elif ((!sent)); then
-    row "$label" "FAIL: exit $status before 2 epochs: $(cell "$(tail -1 "$OUT/train.log")")" ""
+    row "$label" "FAIL: exit $status before 2 epochs: $(cell "$(tail -1 "$log")")" ""
   elif [[ $status == 0 ]]; then
-    row "$label" "FAIL: finished all 4 epochs before SIGTERM landed (exit 0)" "$(epoch_ips "$OUT/train.log" 2)"
-  elif [[ ! -f $LAST ]]; then
+    row "$label" "FAIL: finished all 4 epochs before SIGTERM landed (exit 0)" "$(epoch_ips "$log" 2)"
+  elif [[ ! -f $run/weights/last.pt ]]; then
     row "$label" "FAIL: exit $status after SIGTERM, no last.pt" ""
   elif [[ ${n:-} != [23] || ${finite:-} != True ]]; then
     row "$label" "FAIL: exit $status after SIGTERM; results.csv rows ${n:-none}, losses ${l1:-?} ${l2:-?}" ""
   else
     STOPPED=1
-    row "$label" "ok: exit $status after SIGTERM, last.pt, loss $l1 -> $l2" "$(epoch_ips "$OUT/train.log" 2) (epoch 2)"
+    row "$label" "ok: exit $status after SIGTERM, last.pt, loss $l1 -> $l2" "$(epoch_ips "$log" 2) (epoch 2)"
   fi
-fi
+}
+RUN=$OUT/runs/first_run
+CSV=$RUN/results.csv
+LAST=$RUN/weights/last.pt
+stop_after_two first_run \
+  "train yolov5n, AdamW, --augment-device $AUG ($IMGSZ px, batch $BATCH, $WHERE), SIGTERM after 2 of 4 epochs" \
+  --cfg yolov5n.yaml --optimizer AdamW --augment-device "$AUG"
+# The step's log under its old name, which the docs cite.
+[[ -f $OUT/first_run.log ]] && mv "$OUT/first_run.log" "$OUT/train.log"
 
 # ---- 5. resume on the CPU -----------------------------------------------------------------------
 # A GPU run's checkpoint resumes on the CPU (optimizer state and EMA are saved on the CPU); its
@@ -291,6 +303,74 @@ else
     row "$label" "ok" "$all, $((SECONDS - start)) s"
   else
     row "$label" "FAIL: exit $s: $(cell "$(grep -m1 -E 'ERROR|rror' "$OUT/export.log" || tail -1 "$OUT/export.log")")" ""
+  fi
+fi
+
+# ---- 8. yolo11n ----------------------------------------------------------------------------------
+# The anchor-free loss (task-aligned assignment, CIoU, DFL) under AMP on a GPU; --optimizer auto
+# picks AdamW for a short run, as Ultralytics does.
+label="train yolo11n, --optimizer auto ($IMGSZ px, batch $BATCH, $WHERE), 3 epochs"
+if [[ ! -x $BIN/train ]]; then
+  row "$label" "FAIL: $BIN/train not built" ""
+else
+  rm -rf "$OUT/runs/yolo11n"
+  (cd "$OUT" && timeout -k 10 300 "$BIN/train" --data "$DATA_YAML" --imgsz "$IMGSZ" \
+    --batch-size "$BATCH" --workers "$WORKERS" --project "$OUT/runs" --name yolo11n --exist-ok \
+    --noplots --cfg yolo11n.yaml --optimizer auto --epochs 3 --device "$DEV") \
+    >"$OUT/yolo11n.log" 2>&1
+  s=$?
+  read -r n finite l1 _ l3 _ < <([[ -f $OUT/runs/yolo11n/results.csv ]] && losses "$OUT/runs/yolo11n/results.csv")
+  if [[ $s != 0 ]]; then
+    row "$label" "FAIL: exit $s: $(cell "$(grep -m1 -E 'ERROR|rror' "$OUT/yolo11n.log" || tail -1 "$OUT/yolo11n.log")")" ""
+  elif [[ ${n:-} != 3 || ${finite:-} != True ]]; then
+    row "$label" "FAIL: results.csv rows ${n:-none}, losses finite: ${finite:-?}" ""
+  elif ! "$PY" -c "import sys; sys.exit(not float(sys.argv[2]) < float(sys.argv[1]))" "$l1" "$l3"; then
+    row "$label" "FAIL: loss did not fall: $l1 -> $l3" "$(epoch_ips "$OUT/yolo11n.log" 3) (epoch 3)"
+  else
+    row "$label" "ok: loss $l1 -> $l3 ($(grep -m1 -o 'optimizer: [A-Za-z]*' "$OUT/yolo11n.log"))" "$(epoch_ips "$OUT/yolo11n.log" 3) (epoch 3)"
+  fi
+fi
+
+# ---- 9. yolo26n with MuSGD, stopped and resumed on the device -------------------------------------
+stop_after_two yolo26n \
+  "train yolo26n, MuSGD ($IMGSZ px, batch $BATCH, $WHERE), SIGTERM after 2 of 4 epochs" \
+  --cfg yolo26n.yaml --optimizer MuSGD
+Y26_STOPPED=$STOPPED
+Y26_LAST=$OUT/runs/yolo26n/weights/last.pt
+label="resume that yolo26n last.pt on $WHERE (MuSGD's state from the checkpoint)"
+if ((!Y26_STOPPED)); then
+  row "$label" "FAIL: no interrupted yolo26n run from step 9" ""
+else
+  (cd "$OUT" && timeout -k 10 300 "$BIN/train" --resume "$Y26_LAST") >"$OUT/yolo26n_resume.log" 2>&1
+  s=$?
+  read -r n finite _ < <(losses "$OUT/runs/yolo26n/results.csv")
+  if [[ $s == 0 && ${n:-} == 4 && ${finite:-} == True ]] &&
+    grep -q 'optimizer: MuSGD' "$OUT/yolo26n_resume.log"; then
+    row "$label" "ok: 4 epochs in results.csv, finite losses" "$(epoch_ips "$OUT/yolo26n_resume.log" 1) (first resumed epoch)"
+  else
+    row "$label" "FAIL: exit $s, results.csv rows ${n:-none}: $(cell "$(grep -m1 -E 'ERROR|rror' "$OUT/yolo26n_resume.log" || tail -1 "$OUT/yolo26n_resume.log")")" ""
+  fi
+fi
+
+# ---- 10. yolo26n exported end to end, and val on that file ---------------------------------------
+label="export yolo26n --end2end to TorchScript ${HALF[*]:+${HALF[*]} }on $WHERE, val on it there (no NMS)"
+if ((!Y26_STOPPED)); then
+  row "$label" "FAIL: no yolo26n last.pt from step 9" ""
+elif [[ ! -x $BIN/export || ! -x $BIN/val ]]; then
+  row "$label" "FAIL: $BIN/export or $BIN/val not built" ""
+else
+  start=$SECONDS
+  (cd "$OUT" && timeout -k 10 300 "$BIN/export" --weights "$Y26_LAST" --include torchscript \
+    --end2end --imgsz "$IMGSZ" --device "$DEV" "${HALF[@]}" &&
+    timeout -k 10 300 "$BIN/val" --weights "${Y26_LAST%.pt}.torchscript" --data "$DATA_YAML" \
+      --imgsz "$IMGSZ" --device "$DEV" --noplots --project "$OUT/runs" --name val_e2e) \
+    >"$OUT/export_e2e.log" 2>&1
+  s=$?
+  all=$(grep -E '^ +all +[0-9]+' "$OUT/export_e2e.log" | tail -1 | awk '{print "mAP50 " $6}')
+  if [[ $s == 0 && -n $all ]]; then
+    row "$label" "ok" "$all, $((SECONDS - start)) s"
+  else
+    row "$label" "FAIL: exit $s: $(cell "$(grep -m1 -E 'ERROR|rror' "$OUT/export_e2e.log" || tail -1 "$OUT/export_e2e.log")")" ""
   fi
 fi
 

@@ -146,6 +146,48 @@ TEST(MuSGD, ResumesFromItsStateAndStepsOnlyTheWeightsWithMuon) {
   EXPECT_THROW(yolo::load_optimizer_state(*make("SGD", sgd), "SGD", saved), c10::Error);
 }
 
+// MuSGD under AMP skips a step with inf/NaN gradients on the device (found_inf = 1): parameters
+// and both momentum buffers stay as they were, nothing is read back to the host, and with
+// found_inf = 0 every step is bit for bit the step without it.
+TEST(MuSGD, SkipsAnInfStepOnTheDeviceAndStepsAsWithoutOtherwise) {
+  Params ours = make_params(1), ref = make_params(1);
+  auto our_opt = make("MuSGD", ours), ref_opt = make("MuSGD", ref);
+  yolo::OptimizerStep our_step(*our_opt, "MuSGD", Kernel::kForeach);
+  yolo::OptimizerStep ref_step(*ref_opt, "MuSGD", Kernel::kForeach);
+  const at::Tensor no_inf = torch::zeros({}), inf = torch::ones({});
+  for (int s = 0; s < 5; ++s) {
+    set_grads(ours, s);
+    set_grads(ref, s);
+    if (s == 2) {  // an overflowed step: ours skips it, the reference never takes it
+      ours.all[2].mutable_grad()[0][0][0][0] = std::numeric_limits<float>::infinity();
+      ours.all[3].mutable_grad()[1][1] = std::numeric_limits<float>::quiet_NaN();
+      const std::vector<at::Tensor> before = snapshot(ours);
+      int reads = 0;
+      static thread_local int* seen = nullptr;
+      seen = &reads;
+      const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+          [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            if (std::string(fn.name()) == "aten::_local_scalar_dense") ++*seen;
+            return nullptr;
+          }));
+      our_step.step(inf);
+      at::removeCallback(handle);
+      EXPECT_EQ(reads, 0) << "the skip was decided on the host";
+      for (size_t i = 0; i < before.size(); ++i) {
+        EXPECT_TRUE(torch::equal(before[i], ours.all[i]))
+            << "the skipped step moved parameter " << i;
+      }
+      continue;
+    }
+    our_step.step(no_inf);
+    ref_step.step();
+    expect_identical(ours, ref, "MuSGD step " + std::to_string(s));
+  }
+  const auto a = yolo::optimizer_state(*our_opt, "MuSGD").toGenericDict().at("state");
+  const auto b = yolo::optimizer_state(*ref_opt, "MuSGD").toGenericDict().at("state");
+  EXPECT_EQ(a.toGenericDict().size(), b.toGenericDict().size());
+}
+
 TEST(ClipGradNorm, EqualsLibTorchsClipAndStaysOnTheDevice) {
   for (double scale : {0.01, 100.0}) {  // below and above the limit
     Params a = make_params(2), b = make_params(2);

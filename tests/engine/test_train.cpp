@@ -619,12 +619,28 @@ class SyncDebugWindow : public yolo::Callback {
   c10::WarningHandler* previous_ = nullptr;
 };
 
-TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
+// One family per instance, each with the optimizer its runs use: YOLOv5 with SGD (fused), YOLO11
+// with --optimizer auto (AdamW, fused, on a short run) and YOLO26 with MuSGD (foreach kernels and
+// Newton-Schulz), each under AMP with its own loss (anchors; task-aligned assignment, CIoU and
+// DFL; both end-to-end branches with L1 distances).
+struct Family {
+  const char* name;
+  const char* cfg;
+  const char* optimizer;
+};
+
+class TrainFamilyTest : public TrainTest, public ::testing::WithParamInterface<Family> {};
+
+TEST_P(TrainFamilyTest, CudaStepHasNoSynchronisingCall) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  yolo::Options o = options("sync_debug", 1);
+  const Family f = GetParam();
+  yolo::Options o = options(std::string("sync_debug_") + f.name, 1);
+  o.cfg = f.cfg;
+  o.optimizer = f.optimizer;
   o.device = "0";
   o.noval = true;
   yolo::Trainer trainer(yolo::set_up_training(yolo::resolve(o)));
+  ASSERT_TRUE(trainer.setup().amp);
   ASSERT_GE(trainer.setup().loop.loss_read_interval, 4);  // step 2 does not read the loss
   auto window = std::make_unique<SyncDebugWindow>();
   SyncDebugWindow* w = window.get();
@@ -639,13 +655,19 @@ TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
   w->close();
   EXPECT_TRUE(w->checked);
   EXPECT_TRUE(w->collector.traces.empty())
-      << w->collector.traces.size() << " synchronising call(s) in a step:\n"
+      << f.name << ": " << w->collector.traces.size() << " synchronising call(s) in a step:\n"
       << [&] {
            std::string all;
            for (const auto& t : w->collector.traces) all += "---\n" + t;
            return all;
          }();
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, TrainFamilyTest,
+                         ::testing::Values(Family{"yolov5n", "yolov5n.yaml", "SGD"},
+                                           Family{"yolo11n", "yolo11n.yaml", "auto"},
+                                           Family{"yolo26n", "yolo26n.yaml", "MuSGD"}),
+                         [](const ::testing::TestParamInfo<Family>& i) { return i.param.name; });
 #else
 TEST_F(TrainTest, CudaStepHasNoSynchronisingCall) {
   GTEST_SKIP() << "LibTorch 1.13: CPU-only build";

@@ -1,14 +1,17 @@
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "models/anchor_free_detect.h"
 #include "models/yolo.h"
 #include "utils/core/paths.h"
 #include "utils/eval/anchor_free_loss.h"
+#include "utils/eval/end2end_loss.h"
 #include "utils/eval/loss.h"
 #include "utils/eval/model_family.h"
 #include "utils/eval/task_aligned_assigner.h"
@@ -316,3 +319,100 @@ TEST(MemoryFormat, Yolo26ChannelsLastTrainsAndInfersAsNchw) {
     EXPECT_TRUE(torch::allclose(oa[i], ob[i], 1e-4, 1e-4)) << "level " << i;
   }
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+namespace {
+
+// What a loss call sends to and reads from the device, with meta tensors standing in for it: a
+// host-to-device copy is a copy_ from a CPU tensor into a meta one, a read back is an item() of a
+// meta tensor (which has no data, so it also throws).
+struct DeviceTraffic {
+  int copies_in = 0, reads_back = 0;
+};
+
+DeviceTraffic traffic_of(const std::function<void()>& call) {
+  static thread_local DeviceTraffic* seen = nullptr;
+  DeviceTraffic t;
+  seen = &t;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn)
+                                     -> std::unique_ptr<at::ObserverContext> {
+        const std::string name = fn.name();
+        const auto in = fn.inputs();
+        auto device_of = [&](size_t i) {
+          return i < in.size() && in[i].isTensor() ? in[i].toTensor().device().type()
+                                                   : c10::DeviceType::CPU;
+        };
+        if (name == "aten::copy_" && device_of(0) == c10::DeviceType::Meta &&
+            device_of(1) == c10::DeviceType::CPU) {
+          ++seen->copies_in;
+        }
+        if (name == "aten::_local_scalar_dense" && device_of(0) != c10::DeviceType::CPU) {
+          ++seen->reads_back;
+        }
+        return nullptr;
+      }).needsInputs(true));
+  try {
+    call();
+  } catch (...) {
+    at::removeCallback(handle);
+    throw;
+  }
+  at::removeCallback(handle);
+  seen = nullptr;
+  return t;
+}
+
+std::vector<torch::Tensor> meta_maps(int64_t bs, int64_t channels, int heads) {
+  std::vector<torch::Tensor> p;
+  for (int h = 0; h < heads; ++h) {
+    for (int64_t s : {8, 4, 2}) p.push_back(torch::empty({bs, channels, s, s}, torch::kMeta));
+  }
+  return p;
+}
+
+}  // namespace
+
+// On a GPU the anchor-free losses' targets (host rows, as the loader gives them) cross to the
+// device once per step and nothing comes back: YOLO11's loss (DFL) and YOLO26's end-to-end loss
+// (two branches, one target table, L1 distances scaled on the device) run on meta predictions.
+TEST(AnchorFreeLoss, TargetsCrossToTheDeviceOnceAndNothingIsReadBack) {
+  const torch::Tensor targets = torch::tensor({0.f, 1.f, 0.5f, 0.5f, 0.2f, 0.3f,  //
+                                               0.f, 2.f, 0.3f, 0.6f, 0.1f, 0.1f,  //
+                                               1.f, 0.f, 0.7f, 0.2f, 0.3f, 0.3f})
+                                    .view({3, 6});
+  const std::vector<float> strides{8, 16, 32};
+  yolo::AnchorFreeLoss dfl(yolo::AnchorFreeGains{}, 3, 16, strides);
+  yolo::LossResult r;
+  const DeviceTraffic a = traffic_of([&] { r = dfl(meta_maps(2, 4 * 16 + 3, 1), targets); });
+  EXPECT_EQ(a.copies_in, 1);
+  EXPECT_EQ(a.reads_back, 0);
+  EXPECT_TRUE(r.loss.is_meta());
+  EXPECT_EQ(r.items.numel(), 3);
+
+  yolo::End2EndLoss e2e(yolo::AnchorFreeGains{}, 3, 1, strides);
+  const DeviceTraffic b = traffic_of([&] { r = e2e(meta_maps(2, 4 + 3, 2), targets); });
+  EXPECT_EQ(b.copies_in, 1) << "both branches share one target table";
+  EXPECT_EQ(b.reads_back, 0);
+  EXPECT_TRUE(r.loss.is_meta());
+}
+
+// The target table: per image its rows in order, zero padded to the fullest image.
+TEST(AnchorFreeLoss, PreparedTargetsArePaddedPerImage) {
+  yolo::AnchorFreeLoss loss(yolo::AnchorFreeGains{}, 3, 16, {8, 16, 32});
+  const torch::Tensor targets = torch::tensor({0.f, 1.f, 0.5f, 0.5f, 0.2f, 0.3f,  //
+                                               2.f, 0.f, 0.7f, 0.2f, 0.3f, 0.3f,  //
+                                               2.f, 2.f, 0.3f, 0.6f, 0.1f, 0.1f})
+                                    .view({3, 6});
+  const torch::Tensor t = loss.prepare_targets(targets, 3, torch::kCPU);
+  ASSERT_EQ(t.sizes(), (std::vector<int64_t>{3, 2, 5}));
+  EXPECT_TRUE(torch::equal(t[0][0], targets[0].slice(0, 1)));
+  EXPECT_TRUE(torch::equal(t[0][1], torch::zeros({5})));
+  EXPECT_TRUE(torch::equal(t[1], torch::zeros({2, 5})));
+  EXPECT_TRUE(torch::equal(t[2][0], targets[1].slice(0, 1)));
+  EXPECT_TRUE(torch::equal(t[2][1], targets[2].slice(0, 1)));
+  EXPECT_EQ(loss.prepare_targets(torch::zeros({0, 6}), 2, torch::kCPU).sizes(),
+            (std::vector<int64_t>{2, 0, 5}));
+  EXPECT_ANY_THROW(loss.prepare_targets(targets, 2, torch::kCPU));  // image 2 of a batch of 2
+}
+#endif

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "utils/core/runtime/torch_compat.h"
+
 namespace yolo {
 
 at::Tensor newton_schulz5(const at::Tensor& g) {
@@ -23,9 +25,14 @@ at::Tensor newton_schulz5(const at::Tensor& g) {
 }
 
 std::vector<at::Tensor> muon_updates(const std::vector<at::Tensor>& grads,
-                                     const std::vector<at::Tensor>& bufs, double beta) {
+                                     const std::vector<at::Tensor>& bufs, double beta,
+                                     const at::Tensor* keep) {
   std::vector<at::Tensor> mutable_bufs = bufs;
-  at::_foreach_mul_(mutable_bufs, beta);
+  if (keep) {
+    compat::foreach_mul_(mutable_bufs, *keep * beta + (1 - *keep));  // beta, or 1 on a skip
+  } else {
+    at::_foreach_mul_(mutable_bufs, beta);
+  }
   at::_foreach_add_(mutable_bufs, grads, 1 - beta);
   std::vector<at::Tensor> updates = at::_foreach_mul(bufs, beta);
   at::_foreach_add_(updates, grads, 1 - beta);

@@ -29,8 +29,11 @@ at::Tensor newton_schulz5(const at::Tensor& x);
 // (1 - beta) g; the update beta buf + (1 - beta) g, orthogonalised as a (rows, rest) matrix and
 // scaled by sqrt(max(1, size(-2) / size(-1)))), in the gradients' shapes and dtype. Matrices are
 // batched as Ultralytics batches them (by column count, rows within 16x, zero padded), so the
-// bfloat16 rounding is the same.
+// bfloat16 rounding is the same. keep (a 0-dim float tensor on the buffers' device, 1 or 0), when
+// given, leaves the buffers as they were where it is 0 (AMP's skipped step, decided on the device;
+// the gradients must then be finite, e.g. zeroed); with 1 the result is the same as without it.
 std::vector<at::Tensor> muon_updates(const std::vector<at::Tensor>& grads,
-                                     const std::vector<at::Tensor>& bufs, double beta);
+                                     const std::vector<at::Tensor>& bufs, double beta,
+                                     const at::Tensor* keep = nullptr);
 
 }  // namespace yolo

@@ -19,6 +19,37 @@ bool skip_on_host(const std::optional<at::Tensor>& found_inf) {
   return found_inf && found_inf->defined() && found_inf->item<float>() != 0.0f;
 }
 
+// tensors[i] * factor, out of place.
+std::vector<at::Tensor> scaled(const std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::_foreach_mul(tensors, factor);
+#else
+  std::vector<at::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t * factor);
+  return out;
+#endif
+}
+
+// Every gradient zeroed where found_inf is 1, with no host read: one masked fill over all of them
+// seen as one flat tensor (a dense gradient, channels-last too, is a run of its storage), then one
+// multi-tensor copy back. What a skipped step leaves is then finite, so keep = 0 can cancel it.
+void zero_grads_on_inf(std::vector<at::Tensor> grads, const at::Tensor& found_inf) {
+  std::vector<at::Tensor> views;
+  std::vector<int64_t> sizes;
+  for (const auto& g : grads) {
+    if (g.is_contiguous() || g.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+      views.push_back(g.as_strided({g.numel()}, {1}, g.storage_offset()));
+      sizes.push_back(g.numel());
+    } else {
+      g.masked_fill_(found_inf.gt(0), 0);
+    }
+  }
+  if (views.empty()) return;
+  const at::Tensor flat = torch::cat(views).masked_fill_(found_inf.gt(0), 0);
+  const std::vector<at::Tensor> parts = flat.split_with_sizes(sizes);
+  compat::foreach_copy_(views, parts);
+}
+
 // Adam and AdamW share their state's shape; AdamW decays the weights, Adam the gradients.
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
@@ -87,7 +118,7 @@ OptimizerStep::OptimizerStep(torch::optim::Optimizer& optimizer, std::string nam
 #ifndef YOLO_HAS_FUSED_OPTIMIZERS
   kernel_ = Kernel::kForeach;
 #endif
-  if (name_ == "MuSGD") kernel_ = Kernel::kForeach;  // no fused kernel: AMP's skip is a host read
+  if (name_ == "MuSGD") kernel_ = Kernel::kForeach;  // no fused kernel; it skips on the device
 }
 
 OptimizerStep::Kernel OptimizerStep::default_kernel(const c10::Device& device) {
@@ -99,11 +130,24 @@ OptimizerStep::Kernel OptimizerStep::default_kernel(const c10::Device& device) {
 
 void OptimizerStep::step(const std::optional<at::Tensor>& found_inf) {
   torch::NoGradGuard no_grad;
-  if (kernel_ == Kernel::kForeach && skip_on_host(found_inf)) return;
+  // MuSGD skips AMP's inf/NaN step on the device; the other foreach updates read it (the CPU's).
+  at::Tensor keep;
+  if (name_ == "MuSGD" && found_inf && found_inf->defined()) {
+    std::vector<at::Tensor> grads;
+    for (auto& group : opt_.param_groups()) {
+      for (const auto& p : group.params()) {
+        if (p.grad().defined()) grads.push_back(p.grad());
+      }
+    }
+    zero_grads_on_inf(grads, *found_inf);
+    keep = 1 - found_inf->to(torch::kFloat);
+  } else if (kernel_ == Kernel::kForeach && skip_on_host(found_inf)) {
+    return;
+  }
   for (size_t g = 0; g < opt_.param_groups().size(); ++g) {
     auto& group = opt_.param_groups()[g];
     if (name_ == "MuSGD") {
-      musgd_group(group, group_kind(g) == 1);
+      musgd_group(group, group_kind(g) == 1, keep);
     } else if (name_ == "SGD") {
       sgd_group(group, found_inf);
     } else {
@@ -158,7 +202,8 @@ void OptimizerStep::sgd_group(torch::optim::OptimizerParamGroup& group,
 // Ultralytics' MuSGD.step for one group: the Muon step of its 2-D and 4-D parameters (the
 // weights' group alone) at kMuonLrFactor x lr, then for all a Nesterov SGD step whose weight decay
 // reads the parameters after the Muon step, at kMuonSgdLrFactor x lr for the Muon group.
-void OptimizerStep::musgd_group(torch::optim::OptimizerParamGroup& group, bool muon) {
+void OptimizerStep::musgd_group(torch::optim::OptimizerParamGroup& group, bool muon,
+                                const at::Tensor& keep) {
   auto& o = static_cast<torch::optim::SGDOptions&>(group.options());
   const double wd = o.weight_decay(), momentum = o.momentum();
   double lr = o.lr();
@@ -183,15 +228,26 @@ void OptimizerStep::musgd_group(torch::optim::OptimizerParamGroup& group, bool m
     }
   }
   if (params.empty()) return;
+  // keep (1, or 0 on AMP's skipped step) scales every change: with 1 the step is the same as
+  // without it, bit for bit; with 0 parameters and buffers stay as they were.
+  const bool skippable = keep.defined();
   if (!muon_params.empty()) {
-    at::_foreach_add_(muon_params, muon_updates(muon_grads, muon_bufs, momentum),
-                      -lr * kMuonLrFactor);
+    std::vector<at::Tensor> u =
+        muon_updates(muon_grads, muon_bufs, momentum, skippable ? &keep : nullptr);
+    if (skippable) compat::foreach_mul_(u, keep);
+    at::_foreach_add_(muon_params, u, -lr * kMuonLrFactor);
     lr *= kMuonSgdLrFactor;
   }
   std::vector<at::Tensor> d = wd != 0 ? at::_foreach_add(grads, params, wd) : grads;
-  at::_foreach_mul_(bufs, momentum);
+  if (skippable) {
+    d = scaled(d, keep);
+    compat::foreach_mul_(bufs, keep * momentum + (1 - keep));
+  } else {
+    at::_foreach_mul_(bufs, momentum);
+  }
   at::_foreach_add_(bufs, d, 1.0);
   d = o.nesterov() ? at::_foreach_add(d, bufs, momentum) : bufs;
+  if (skippable) d = scaled(d, keep);
   at::_foreach_add_(params, d, -lr);
 }
 

@@ -7,8 +7,8 @@
 // resume and the warmup's lr/momentum changes see the same objects as before.
 //
 // On the CPU the foreach updates are bit for bit LibTorch's SGD/Adam/AdamW steps. On a GPU the
-// fused kernels also take AMP's found_inf, so a step with inf/NaN gradients is skipped on the
-// device instead of by a host read.
+// fused kernels, and MuSGD, also take AMP's found_inf, so a step with inf/NaN gradients is
+// skipped on the device instead of by a host read.
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
@@ -32,8 +32,9 @@ class OptimizerStep {
   static Kernel default_kernel(const c10::Device& device);
 
   // One update of every parameter with a gradient. found_inf (a 0-dim float tensor on the
-  // parameters' device, 1 = skip) is honoured on the device by the fused kernels; the foreach
-  // kernels read it on the host once, and only when it is given.
+  // parameters' device, 1 = skip) is honoured on the device by the fused kernels and by MuSGD
+  // (gradients zeroed and every change scaled by 1 - found_inf); the other foreach kernels read
+  // it on the host once, and only when it is given.
   void step(const std::optional<at::Tensor>& found_inf = std::nullopt);
   // Drops every gradient (set to none, as PyTorch's zero_grad default): no op dispatched.
   void zero_grad();
@@ -44,7 +45,7 @@ class OptimizerStep {
 
  private:
   void sgd_group(torch::optim::OptimizerParamGroup& group, const std::optional<at::Tensor>& inf);
-  void musgd_group(torch::optim::OptimizerParamGroup& group, bool muon);
+  void musgd_group(torch::optim::OptimizerParamGroup& group, bool muon, const at::Tensor& keep);
   void adam_group(torch::optim::OptimizerParamGroup& group, const std::optional<at::Tensor>& inf);
 
   torch::optim::Optimizer& opt_;

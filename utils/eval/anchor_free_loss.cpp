@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace yolo {
 
@@ -11,7 +13,7 @@ namespace {
 struct Flat {
   at::Tensor distri, scores;  // (bs, A, 4*reg_max), (bs, A, nc), float32
   at::Tensor anchors, strides;
-  at::Tensor imgsz;  // (2): height, width in pixels
+  double img_h = 0, img_w = 0;  // pixels
 };
 
 // The levels side by side, with their anchor points (cells + 0.5) and strides.
@@ -34,8 +36,9 @@ Flat flatten_levels(const std::vector<at::Tensor>& p, int nc, int reg_max,
   f.scores = all.slice(1, 4 * reg_max).permute({0, 2, 1}).contiguous();
   f.anchors = torch::cat(points);
   f.strides = torch::cat(level_strides);
-  f.imgsz = torch::tensor({static_cast<float>(p[0].size(2) * strides[0]),
-                           static_cast<float>(p[0].size(3) * strides[0])});
+  // float, as the pixel scale the reference keeps in a float32 tensor
+  f.img_h = static_cast<float>(p[0].size(2) * strides[0]);
+  f.img_w = static_cast<float>(p[0].size(3) * strides[0]);
   return f;
 }
 
@@ -59,38 +62,61 @@ AnchorFreeLoss::AnchorFreeLoss(const AnchorFreeGains& gains, int nc, int reg_max
   tal_.widen_to = strides_.size() > 1 ? strides_[1] : strides_.at(0);
 }
 
-at::Tensor AnchorFreeLoss::batch_targets(const at::Tensor& targets, int64_t bs,
-                                         const at::Tensor& scale,
-                                         const torch::Device& device) const {
-  const at::Tensor t = targets.to(torch::kCPU, torch::kFloat);  // a host read only when on device
+at::Tensor AnchorFreeLoss::prepare_targets(const at::Tensor& targets, int64_t bs,
+                                           const torch::Device& device) const {
+  // A device tensor costs one read back; the trainer and the validator pass the host copy.
+  const at::Tensor t = targets.to(torch::kCPU, torch::kFloat).contiguous();
   const int64_t n = t.size(0);
-  const at::Tensor img = n ? t.select(1, 0).to(torch::kLong) : torch::zeros({0}, torch::kLong);
-  const at::Tensor counts = torch::bincount(img, {}, bs);
-  const int64_t n_max = n ? counts.max().item<int64_t>() : 0;
-  at::Tensor out = torch::zeros({bs, n_max, 5});
-  if (n) {
-    // Row of each box within its image: its index minus the image's first index (boxes come
-    // grouped by image, as the loader writes them).
-    const at::Tensor first = torch::cumsum(counts, 0) - counts;
-    const at::Tensor within = torch::arange(n) - first.index({img});
-    const at::Tensor xywh = t.slice(1, 2, 6) * scale.repeat({2});
-    const at::Tensor xyxy = torch::cat({xywh.slice(1, 0, 2) - xywh.slice(1, 2, 4) / 2,
-                                        xywh.slice(1, 0, 2) + xywh.slice(1, 2, 4) / 2},
-                                       1);
-    out.index_put_({img, within}, torch::cat({t.slice(1, 1, 2), xyxy}, 1));
+  const float* row = t.data_ptr<float>();
+  // Rows per image in a plain pass over the host rows: no tensor op, nothing read from a device.
+  std::vector<int64_t> count(static_cast<size_t>(bs), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto img = static_cast<int64_t>(row[i * 6]);
+    TORCH_CHECK(img >= 0 && img < bs, "target row ", i, " names image ", img, " of a batch of ",
+                bs);
+    ++count[img];
   }
-  // Page-locked, so the copy queues behind the step instead of waiting for the device.
-  if (device.is_cuda()) out = out.pin_memory();
+  const int64_t n_max = n ? *std::max_element(count.begin(), count.end()) : 0;
+  // Page-locked on CUDA, so the one copy queues behind the step instead of waiting for it.
+  auto opts = torch::TensorOptions().dtype(torch::kFloat);
+  if (device.is_cuda()) opts = opts.pinned_memory(true);
+  at::Tensor out = torch::zeros({bs, n_max, 5}, opts);
+  float* o = out.data_ptr<float>();
+  std::fill(count.begin(), count.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* r = row + i * 6;
+    const auto img = static_cast<int64_t>(r[0]);
+    float* d = o + (img * n_max + count[img]++) * 5;
+    d[0] = r[1];  // class, then cx, cy, w, h still normalised
+    std::copy(r + 2, r + 6, d + 1);
+  }
   return out.to(device, /*non_blocking=*/true);
 }
+
+namespace {
+
+// (w, h, w, h) as a device tensor, filled there: a copy from pageable host memory would wait.
+at::Tensor pixel_scale(const Flat& f, const at::TensorOptions& opts) {
+  at::Tensor scale = torch::full({4}, f.img_w, opts);
+  scale.slice(0, 1, 4, 2).fill_(f.img_h);
+  return scale;
+}
+
+// Normalised (class, cx, cy, w, h) rows to class and xyxy pixels on their device (scaled, then
+// converted, in the reference's order).
+std::pair<at::Tensor, at::Tensor> to_pixels(const at::Tensor& gt, const Flat& f) {
+  const at::Tensor xywh = gt.slice(2, 1, 5) * pixel_scale(f, gt.options());
+  const at::Tensor xy = xywh.slice(2, 0, 2), half = xywh.slice(2, 2, 4) / 2;
+  return {gt.slice(2, 0, 1), torch::cat({xy - half, xy + half}, 2)};
+}
+
+}  // namespace
 
 AnchorFreeLoss::Parts AnchorFreeLoss::assign(const std::vector<at::Tensor>& p,
                                              const at::Tensor& targets) const {
   const Flat f = flatten_levels(p, nc_, reg_max_, strides_);
   const int64_t bs = p[0].size(0);
-  // imgsz is (h, w); boxes scale by (w, h).
-  const at::Tensor gt = batch_targets(targets, bs, f.imgsz.flip(0), p[0].device());  // (bs, n, 5)
-  const at::Tensor labels = gt.slice(2, 0, 1), boxes = gt.slice(2, 1, 5);
+  const auto [labels, boxes] = to_pixels(prepare_targets(targets, bs, p[0].device()), f);
   const at::Tensor mask_gt = boxes.sum(2, true).gt(0.0);
   Parts out;
   out.pred_bboxes = decode_boxes(f.distri, f.anchors, reg_max_);
@@ -104,10 +130,14 @@ AnchorFreeLoss::Parts AnchorFreeLoss::assign(const std::vector<at::Tensor>& p,
 
 LossResult AnchorFreeLoss::operator()(const std::vector<at::Tensor>& p,
                                       const at::Tensor& targets) const {
+  return with_prepared(p, prepare_targets(targets, p[0].size(0), p[0].device()));
+}
+
+LossResult AnchorFreeLoss::with_prepared(const std::vector<at::Tensor>& p,
+                                         const at::Tensor& prepared) const {
   const Flat f = flatten_levels(p, nc_, reg_max_, strides_);
   const int64_t bs = p[0].size(0);
-  const at::Tensor gt = batch_targets(targets, bs, f.imgsz.flip(0), p[0].device());
-  const at::Tensor labels = gt.slice(2, 0, 1), boxes = gt.slice(2, 1, 5);
+  const auto [labels, boxes] = to_pixels(prepared, f);
   const at::Tensor mask_gt = boxes.sum(2, true).gt(0.0);
   const at::Tensor pred_bboxes = decode_boxes(f.distri, f.anchors, reg_max_);
   const TalTargets a =
@@ -140,7 +170,7 @@ LossResult AnchorFreeLoss::operator()(const std::vector<at::Tensor>& p,
   } else {
     // Raw distances (YOLO26): L1 between predicted and target distances as fractions of the
     // image's width and height, in the DFL term's place.
-    const at::Tensor scale = f.imgsz.flip(0).repeat({2}).to(weight.device());  // w, h, w, h
+    const at::Tensor scale = pixel_scale(f, weight.options());  // w, h, w, h
     const at::Tensor target = torch::cat({f.anchors - target_boxes.slice(-1, 0, 2),
                                           target_boxes.slice(-1, 2, 4) - f.anchors},
                                          -1) *

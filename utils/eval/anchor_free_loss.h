@@ -25,7 +25,8 @@ class AnchorFreeLoss : public DetectionLoss {
                  TalOptions tal = {});
 
   // p: per level (bs, 4*reg_max + nc, ny, nx); targets (n, 6): image, class, cx, cy, w, h
-  // (normalised), on the host (their per-image count is read there) or on p's device.
+  // (normalised), grouped by image, on the host (as the loader gives them; a device tensor costs
+  // one read back).
   // items: box, cls, dfl or l1 (detached); loss: their sum times the batch size.
   LossResult operator()(const std::vector<at::Tensor>& p, const at::Tensor& targets) const override;
 
@@ -38,10 +39,16 @@ class AnchorFreeLoss : public DetectionLoss {
   };
   Parts assign(const std::vector<at::Tensor>& p, const at::Tensor& targets) const;
 
+  // The targets as the loss reads them: (bs, n_max, 5) class, cx, cy, w, h (normalised) per
+  // image, zero padded, built on the host from the host rows and copied to `device` once
+  // (asynchronously, from page-locked memory on CUDA). Any image size and both of YOLO26's
+  // branches read the same table.
+  at::Tensor prepare_targets(const at::Tensor& targets, int64_t bs,
+                             const c10::Device& device) const;
+  // operator() on targets prepare_targets made.
+  LossResult with_prepared(const std::vector<at::Tensor>& p, const at::Tensor& prepared) const;
+
  private:
-  // (bs, n_max, 5): class and xyxy pixels per image, zero padded; n_max from the host.
-  at::Tensor batch_targets(const at::Tensor& targets, int64_t bs, const at::Tensor& scale,
-                           const c10::Device& device) const;
   AnchorFreeGains g_;
   int nc_, reg_max_;
   std::vector<float> strides_;

@@ -44,8 +44,10 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> End2EndLoss::split(
 LossResult End2EndLoss::operator()(const std::vector<at::Tensor>& p,
                                    const at::Tensor& targets) const {
   const auto [o2m_maps, o2o_maps] = split(p);
-  const LossResult o2m = one2many_(o2m_maps, targets);
-  const LossResult o2o = one2one_(o2o_maps, targets);
+  // One table for both branches: one host pass and one copy to the device per step.
+  const at::Tensor prepared = one2many_.prepare_targets(targets, p[0].size(0), p[0].device());
+  const LossResult o2m = one2many_.with_prepared(o2m_maps, prepared);
+  const LossResult o2o = one2one_.with_prepared(o2o_maps, prepared);
   LossResult r;
   r.loss = o2m.loss * o2m_ + o2o.loss * std::max(1.0 - o2m_, 0.0);
   r.items = o2o.items;

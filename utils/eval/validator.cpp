@@ -133,7 +133,8 @@ class Validation {
       ModelOutput out = model_.forward(im);
       pred = out.pred;
       if (loss_) {
-        const at::Tensor items = (*loss_)(out.raw, batch.targets.to(device_, true)).items;
+        // The host rows, as in training: each loss moves what it needs without a read back.
+        const at::Tensor items = (*loss_)(out.raw, batch.targets).items;
         loss_sum_ = loss_sum_.defined() ? loss_sum_ + items : items;
       }
     }
