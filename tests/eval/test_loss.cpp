@@ -323,11 +323,11 @@ TEST(MemoryFormat, Yolo26ChannelsLastTrainsAndInfersAsNchw) {
 #if TORCH_VERSION_MAJOR >= 2
 namespace {
 
-// What a loss call sends to and reads from the device, with meta tensors standing in for it: a
-// host-to-device copy is a copy_ from a CPU tensor into a meta one, a read back is an item() of a
-// meta tensor (which has no data, so it also throws).
+// What a loss call moves between host and device: its Tensor::to(device) calls (the only way the
+// loss moves data; with non_blocking, the asynchronous copy of the target table) and its item()
+// reads (each a wait for the GPU when the tensor is there).
 struct DeviceTraffic {
-  int copies_in = 0, reads_back = 0;
+  int moves = 0, async_moves = 0, reads = 0;
 };
 
 DeviceTraffic traffic_of(const std::function<void()>& call) {
@@ -337,19 +337,22 @@ DeviceTraffic traffic_of(const std::function<void()>& call) {
   const auto handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback([](const at::RecordFunction& fn)
                                      -> std::unique_ptr<at::ObserverContext> {
-        const std::string name = fn.name();
-        const auto in = fn.inputs();
-        auto device_of = [&](size_t i) {
-          return i < in.size() && in[i].isTensor() ? in[i].toTensor().device().type()
-                                                   : c10::DeviceType::CPU;
-        };
-        if (name == "aten::copy_" && device_of(0) == c10::DeviceType::Meta &&
-            device_of(1) == c10::DeviceType::CPU) {
-          ++seen->copies_in;
+        const auto op = fn.operator_name();
+        if (!op) return nullptr;
+        // to(device, dtype, non_blocking, ...) and to(options, non_blocking, ...), whose
+        // arguments are dtype, layout, device, pin_memory, then non_blocking.
+        const int non_blocking = op->overload_name == "device"         ? 3
+                                 : op->overload_name == "dtype_layout" ? 5
+                                                                       : -1;
+        if (op->name == "aten::to" && non_blocking > 0) {
+          ++seen->moves;
+          const auto in = fn.inputs();
+          if (static_cast<int>(in.size()) > non_blocking && in[non_blocking].isBool() &&
+              in[non_blocking].toBool()) {
+            ++seen->async_moves;
+          }
         }
-        if (name == "aten::_local_scalar_dense" && device_of(0) != c10::DeviceType::CPU) {
-          ++seen->reads_back;
-        }
+        if (op->name == "aten::_local_scalar_dense") ++seen->reads;
         return nullptr;
       }).needsInputs(true));
   try {
@@ -363,38 +366,44 @@ DeviceTraffic traffic_of(const std::function<void()>& call) {
   return t;
 }
 
-std::vector<torch::Tensor> meta_maps(int64_t bs, int64_t channels, int heads) {
+std::vector<torch::Tensor> random_maps(int64_t bs, int64_t channels, int heads) {
+  torch::manual_seed(0);
   std::vector<torch::Tensor> p;
   for (int h = 0; h < heads; ++h) {
-    for (int64_t s : {8, 4, 2}) p.push_back(torch::empty({bs, channels, s, s}, torch::kMeta));
+    for (int64_t s : {8, 4, 2}) p.push_back(torch::randn({bs, channels, s, s}));
   }
   return p;
 }
 
 }  // namespace
 
-// On a GPU the anchor-free losses' targets (host rows, as the loader gives them) cross to the
-// device once per step and nothing comes back: YOLO11's loss (DFL) and YOLO26's end-to-end loss
-// (two branches, one target table, L1 distances scaled on the device) run on meta predictions.
+// On a GPU every device move or read in the loss is a cost in the step: the anchor-free losses
+// take the loader's host rows, convert them on the host once and send the padded table to the
+// device once, asynchronously, and read nothing back. YOLO11's loss (DFL) and YOLO26's end-to-end
+// loss (two branches sharing one table, the L1 term's scale filled on the device) alike.
 TEST(AnchorFreeLoss, TargetsCrossToTheDeviceOnceAndNothingIsReadBack) {
   const torch::Tensor targets = torch::tensor({0.f, 1.f, 0.5f, 0.5f, 0.2f, 0.3f,  //
                                                0.f, 2.f, 0.3f, 0.6f, 0.1f, 0.1f,  //
                                                1.f, 0.f, 0.7f, 0.2f, 0.3f, 0.3f})
                                     .view({3, 6});
   const std::vector<float> strides{8, 16, 32};
-  yolo::AnchorFreeLoss dfl(yolo::AnchorFreeGains{}, 3, 16, strides);
+  yolo::TalOptions dense;
+  dense.dense = true;  // the GPU's assignment (the CPU's compact one counts its candidates)
+  yolo::AnchorFreeLoss dfl(yolo::AnchorFreeGains{}, 3, 16, strides, dense);
+  const auto maps = random_maps(2, 4 * 16 + 3, 1);
   yolo::LossResult r;
-  const DeviceTraffic a = traffic_of([&] { r = dfl(meta_maps(2, 4 * 16 + 3, 1), targets); });
-  EXPECT_EQ(a.copies_in, 1);
-  EXPECT_EQ(a.reads_back, 0);
-  EXPECT_TRUE(r.loss.is_meta());
-  EXPECT_EQ(r.items.numel(), 3);
+  const DeviceTraffic a = traffic_of([&] { r = dfl(maps, targets); });
+  EXPECT_EQ(a.moves, 2) << "the rows to float on the host, the table to the device";
+  EXPECT_EQ(a.async_moves, 1);
+  EXPECT_EQ(a.reads, 0);
+  EXPECT_TRUE(std::isfinite(r.loss.item<float>()));
 
   yolo::End2EndLoss e2e(yolo::AnchorFreeGains{}, 3, 1, strides);
-  const DeviceTraffic b = traffic_of([&] { r = e2e(meta_maps(2, 4 + 3, 2), targets); });
-  EXPECT_EQ(b.copies_in, 1) << "both branches share one target table";
-  EXPECT_EQ(b.reads_back, 0);
-  EXPECT_TRUE(r.loss.is_meta());
+  const auto maps2 = random_maps(2, 4 + 3, 2);
+  const DeviceTraffic b = traffic_of([&] { r = e2e(maps2, targets); });
+  EXPECT_EQ(b.moves, 2) << "both branches share one target table";
+  EXPECT_EQ(b.async_moves, 1);
+  EXPECT_TRUE(std::isfinite(r.loss.item<float>()));
 }
 
 // The target table: per image its rows in order, zero padded to the fullest image.
