@@ -10,7 +10,8 @@ scripts/bench_gpu_vs_yolov5.py (standard library only).
   table --model M --ours LOG[,CSV] --ultralytics LOG[,CSV] --ours-csv RESULTS
         --ultralytics-csv RESULTS [--setting TEXT] [--cpu] --out FILE
       one model's markdown section (steady epoch, in-loop images/s, validation time, GPU busy %,
-      peak GPU memory, and both sides' training losses at their last common epoch), appended to
+      peak GPU memory, and both sides' training losses at their last common epoch: box, cls and
+      dfl, or l1 for YOLO26), appended to
       --out and printed.
 """
 import argparse
@@ -49,14 +50,14 @@ def cmd_ultralytics(a):
     return 0
 
 
-LOSSES = ("train/box_loss", "train/cls_loss", "train/dfl_loss")
-
-
 def losses(path):
-    """Each epoch's (box, cls, dfl) training loss from a results.csv (ours pads its names)."""
+    """Each epoch's training losses from a results.csv (ours pads its names), by name: box, cls,
+    and dfl (YOLOv8, YOLO11) or l1 (YOLO26)."""
     with open(path) as f:
         rows = [{k.strip(): v.strip() for k, v in r.items()} for r in csv.DictReader(f)]
-    return [tuple(float(r[k]) for k in LOSSES) for r in rows]
+    names = [k[len("train/"):-len("_loss")] for k in (rows[0] if rows else {})
+             if k.startswith("train/") and k.endswith("_loss")]
+    return names, [tuple(float(r[f"train/{n}_loss"]) for n in names) for r in rows]
 
 
 def cmd_table(a):
@@ -77,11 +78,14 @@ def cmd_table(a):
     ]:
         lines.append(f"| {label} | {common.fmt(ours[key], spec)} | {common.fmt(ul[key], spec)} | "
                      f"{common.ratio(ours[key], ul[key])} |")
-    lo, lu = losses(a.ours_csv), losses(a.ultralytics_csv)
+    (names, lo), (theirs, lu) = losses(a.ours_csv), losses(a.ultralytics_csv)
+    if names != theirs:
+        sys.exit(f"bench_gpu_vs_ultralytics: {a.model}: loss columns differ: ours {names}, "
+                 f"Ultralytics {theirs}")
     e = min(len(lo), len(lu))
     if e == 0:
         sys.exit(f"bench_gpu_vs_ultralytics: no epochs in {a.ours_csv} or {a.ultralytics_csv}")
-    for i, name in enumerate(("box", "cls", "dfl")):
+    for i, name in enumerate(names):
         o, u = lo[e - 1][i], lu[e - 1][i]
         if not (math.isfinite(o) and math.isfinite(u)):
             sys.exit(f"bench_gpu_vs_ultralytics: {a.model}: epoch {e}'s {name} loss is not finite "

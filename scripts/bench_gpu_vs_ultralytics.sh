@@ -4,7 +4,7 @@
 # training images; the 128 originals validated every epoch), yolo11n and yolo26n from their YAMLs
 # (no weights), 640 px, batch 64, 8 workers, AMP, --optimizer auto on both sides, no plots. Per
 # model a markdown table (steady epoch, in-loop images/s, validation time, GPU busy %, peak GPU
-# memory, and both sides' box, cls and dfl training losses at the last epoch; ours, Ultralytics
+# memory, and both sides' box, cls and dfl (YOLO26: l1) training losses at the last epoch; ours, Ultralytics
 # and their ratio), written to OUT/table.md and printed. --cpu runs the same at tiny sizes on the
 # CPU (ctest bench_gpu_vs_ultralytics_cpu).
 #
