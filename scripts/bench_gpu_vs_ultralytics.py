@@ -68,16 +68,7 @@ def cmd_table(a):
     later = "epoch 2" if n == 2 else f"epochs 2-{n}"
     lines = [f"### {a.model}: {a.setting}", "",
              "| figure | ours | Ultralytics | ours / Ultralytics |", "|---|---|---|---|"]
-    for label, key, spec in [
-        (f"steady epoch, s ({later}: training, validation, checkpoint)", "steady", ".2f"),
-        (f"in-loop images/s ({later}, median)", "ips", ".1f"),
-        (f"validation, s ({later}, median)", "val", ".2f"),
-        (f"GPU busy, % ({later}, mean)", "busy", ".1f"),
-        ("peak GPU memory, MiB (nvidia-smi)", "peak", ".0f"),
-        ("peak GPU_mem column, GB (reserved by the caching allocator)", "gpu_mem", ".3g"),
-    ]:
-        lines.append(f"| {label} | {common.fmt(ours[key], spec)} | {common.fmt(ul[key], spec)} | "
-                     f"{common.ratio(ours[key], ul[key])} |")
+    lines += common.figure_rows(ours, ul, later)
     (names, lo), (theirs, lu) = losses(a.ours_csv), losses(a.ultralytics_csv)
     if names != theirs:
         sys.exit(f"bench_gpu_vs_ultralytics: {a.model}: loss columns differ: ours {names}, "

@@ -236,14 +236,9 @@ def ratio(a, b):
     return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
 
-def cmd_table(a):
-    ours, y5 = summarize(a.ours), summarize(a.yolov5)
-    if a.cpu:  # the GPU_mem column reads 0G on the CPU
-        ours["gpu_mem"] = y5["gpu_mem"] = None
-    n = ours["epochs"]
-    later = "epoch 2" if n == 2 else f"epochs 2-{n}"
-    lines = [f"### {a.model}: {a.setting}", "",
-             "| figure | ours | YOLOv5 | ours / YOLOv5 |", "|---|---|---|---|"]
+def figure_rows(ours, theirs, later):
+    """The table rows both side-by-side benches print: figure | ours | theirs | ratio."""
+    rows = []
     for label, key, spec in [
         (f"steady epoch, s ({later}: training, validation, checkpoint)", "steady", ".2f"),
         (f"in-loop images/s ({later}, median)", "ips", ".1f"),
@@ -252,8 +247,20 @@ def cmd_table(a):
         ("peak GPU memory, MiB (nvidia-smi)", "peak", ".0f"),
         ("peak GPU_mem column, GB (reserved by the caching allocator)", "gpu_mem", ".3g"),
     ]:
-        lines.append(f"| {label} | {fmt(ours[key], spec)} | {fmt(y5[key], spec)} | "
-                     f"{ratio(ours[key], y5[key])} |")
+        rows.append(f"| {label} | {fmt(ours[key], spec)} | {fmt(theirs[key], spec)} | "
+                    f"{ratio(ours[key], theirs[key])} |")
+    return rows
+
+
+def cmd_table(a):
+    ours, y5 = summarize(a.ours), summarize(a.yolov5)
+    if a.cpu:  # the GPU_mem column reads 0G on the CPU
+        ours["gpu_mem"] = y5["gpu_mem"] = None
+    n = ours["epochs"]
+    later = "epoch 2" if n == 2 else f"epochs 2-{n}"
+    lines = [f"### {a.model}: {a.setting}", "",
+             "| figure | ours | YOLOv5 | ours / YOLOv5 |", "|---|---|---|---|"]
+    lines += figure_rows(ours, y5, later)
     lines.append("")
     if a.ddp:
         d = summarize(a.ddp)
