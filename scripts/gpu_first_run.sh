@@ -19,7 +19,7 @@
 #   9. yolo26n with --optimizer MuSGD (AMP on a GPU), 4 epochs asked, stopped with SIGTERM once 2
 #      are in results.csv, then resumed on the device to 4 epochs (MuSGD's buffers from last.pt);
 #  10. that yolo26n last.pt exported with --end2end (TorchScript, its top-k in the file) on the
-#      device, and val on the .torchscript there (--end2end: no NMS).
+#      device, and val on the .torchscript there (the file holds the top-k: no NMS).
 # GPU mode trains on coco128 at 320 px, batch 32, 8 workers.
 #
 # Usage: scripts/gpu_first_run.sh [--cpu] [--build DIR] [--data DIR] [--out DIR]
