@@ -57,13 +57,16 @@ AugmentHyp AugmentHyp::from_yaml(const YAML::Node& node, const std::string& cont
 }
 
 AugmentHyp AugmentHyp::from_map(const std::map<std::string, double>& values,
-                                const std::string& context) {
+                                const std::string& context,
+                                const std::map<std::string, std::string>& given) {
   AugmentHyp h;
   for (const auto& k : kHypKeys) {
     const auto it = values.find(k.name);
     if (it == values.end()) continue;
     h.*k.value = it->second;
-    check_range(k, it->second, context + ": key '" + k.name + "'");
+    const auto typed = given.find(k.name);
+    check_range(k, it->second,
+                (typed != given.end() ? typed->second : context) + ": key '" + k.name + "'");
   }
   return h;
 }

@@ -33,9 +33,11 @@ struct AugmentHyp {
   // Throws std::runtime_error "context:line: key 'x' ..." on a non-number or an out-of-range value
   // (probabilities and gains must be in 0..1, the rest >= 0).
   static AugmentHyp from_yaml(const YAML::Node& node, const std::string& context);
-  // The same from a name -> value map (the trainer's hyperparameters by name).
+  // The same from a name -> value map (the trainer's hyperparameters by name); errors name
+  // `context`, or for a key in `given` the word that set it (`--hyp-set mosaic=2`).
   static AugmentHyp from_map(const std::map<std::string, double>& values,
-                             const std::string& context);
+                             const std::string& context,
+                             const std::map<std::string, std::string>& given = {});
   // Every augmentation off (for tests and validation).
   static AugmentHyp none();
 };

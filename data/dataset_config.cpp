@@ -9,6 +9,8 @@
 
 #include "data/download.h"
 #include "data/shapes_dataset.h"
+#include "utils/core/fetch.h"
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/yaml_io.h"
@@ -258,10 +260,20 @@ void ensure_dataset(const DatasetConfig& cfg, bool is_rank0, const std::function
   std::exception_ptr error;
   if (is_rank0) {
     try {
-      if (cfg.generate == "shapes") {
-        ensure_shapes_dataset(cfg.root);
-      } else if (!cfg.downloads.empty()) {
-        download_dataset(cfg.downloads);
+      // One process at a time fetches or makes a dataset: a second run started on the same data
+      // YAML waits, then finds the data.
+      std::error_code ec;
+      const fs::path root(cfg.root);
+      fs::create_directories(root.parent_path(), ec);
+      const DownloadLock lock(
+          (root.parent_path() / ("." + root.filename().string() + ".download.lock")).string(),
+          "the dataset " + one_line(cfg.root));
+      if (!missing_sources(cfg).empty()) {
+        if (cfg.generate == "shapes") {
+          ensure_shapes_dataset(cfg.root);
+        } else if (!cfg.downloads.empty()) {
+          download_dataset(cfg.downloads);
+        }
       }
     } catch (...) {
       error = std::current_exception();

@@ -1,9 +1,5 @@
 #include "models/weights_hub.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -28,24 +24,6 @@ std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
-
-// An flock on `<cache>/.<name>.lock` while one process downloads: the ranks of a multi-process
-// run all ask for the weights, and the others wait, then find the cached file.
-class DownloadLock {
- public:
-  explicit DownloadLock(const fs::path& file)
-      : fd_(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~DownloadLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  DownloadLock(const DownloadLock&) = delete;
-  DownloadLock& operator=(const DownloadLock&) = delete;
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -87,7 +65,9 @@ std::string resolve_weights(const std::string& value) {
   const fs::path cached = fs::path(weights_cache_dir()) / value;
   std::error_code ec;
   fs::create_directories(cached.parent_path(), ec);
-  const DownloadLock lock(cached.parent_path() / ("." + value + ".lock"));
+  // The ranks of a multi-process run all ask for the weights: one downloads, the others wait
+  // and find the cached file.
+  const DownloadLock lock((cached.parent_path() / ("." + value + ".lock")).string(), value);
   if (fs::is_regular_file(cached, ec)) {
     log_info("weights: " + value + " from " + cached.string());
     return cached.string();

@@ -8,6 +8,8 @@ and misbehaves on request, by the URL's first folder:
   /alwayscut/NAME  every response sends half of what it announces
   /stall/NAME      sends the headers and 10 bytes, then nothing for 60 s
   /norange/NAME    ignores Range: always 200 and the whole file
+  /norangestall/NAME  ignores Range; sends 1 KiB of the file, then nothing for 60 s
+  /norangecut/NAME    ignores Range; announces the whole size, sends half, then closes
   anything else    404
 
 Usage: asset_server.py DIR --port-file F [--log F]. Binds 127.0.0.1 on a free port and writes it
@@ -39,7 +41,8 @@ class Handler(BaseHTTPRequestHandler):
         parts = self.path.lstrip("/").split("/", 1)
         mode, name = (parts + [""])[:2]
         path = os.path.join(ROOT, name)
-        if mode not in ("files", "cut", "alwayscut", "stall", "norange") or not name or \
+        if mode not in ("files", "cut", "alwayscut", "stall", "norange", "norangestall",
+                        "norangecut") or not name or \
                 ".." in name or not os.path.isfile(path):
             self.send_response(404)
             self.send_header("Content-Length", "0")
@@ -47,7 +50,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         data = open(path, "rb").read()
         start = 0
-        if rng and mode != "norange" and rng.startswith("bytes="):
+        if rng and not mode.startswith("norange") and rng.startswith("bytes="):
             start = int(rng[6:].split("-")[0])
             if start >= len(data):
                 self.send_response(416)
@@ -70,7 +73,12 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(60)
             return
-        if mode == "alwayscut" or (mode == "cut" and first):
+        if mode == "norangestall":
+            self.wfile.write(body[:1024])
+            self.wfile.flush()
+            time.sleep(60)
+            return
+        if mode in ("alwayscut", "norangecut") or (mode == "cut" and first):
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True

@@ -1,6 +1,7 @@
 #include "utils/command/yolo_command.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 
 #include "utils/core/app_main.h"
@@ -181,7 +182,11 @@ const Key* find_key(const std::string& name) {
 }
 
 [[noreturn]] void refuse_key(const std::string& key, const std::string& mode) {
-  if (is_hyperparameter(key)) throw UsageError(key + ": applies to yolo train, not " + mode);
+  if (key.empty()) throw UsageError("a key=value word needs a key before '=' (e.g. epochs=10)");
+  if (is_hyperparameter(key)) {
+    if (mode == "train") throw UsageError(key + ": give a value (" + key + "=0.01)");
+    throw UsageError(key + ": applies to yolo train, not " + mode);
+  }
   if (std::find(unsupported_keys().begin(), unsupported_keys().end(), key) !=
       unsupported_keys().end()) {
     throw UsageError(key + ": an Ultralytics setting this trainer does not support (see yolo " +
@@ -190,9 +195,10 @@ const Key* find_key(const std::string& name) {
   std::vector<std::string> known = hyperparameters();
   for (const Key& k : keys()) known.push_back(k.name);
   for (const std::string& k : unsupported_keys()) known.push_back(k);
-  const std::string best = closest_word(key, known);
+  const std::vector<std::string> near = close_words(key, known);
   throw UsageError("unknown key '" + key + "' for yolo " + mode +
-                   (best.empty() ? "" : "; did you mean '" + best + "'?") + " (see yolo help)");
+                   (near.empty() ? "" : "; did you mean " + quoted_choices(near) + "?") +
+                   " (see yolo help)");
 }
 
 // key=value -> words appended to argv.
@@ -314,13 +320,36 @@ std::string read_mode(const std::vector<std::string>& args, size_t& i) {
 
 using Given = std::vector<std::pair<const Key*, std::string>>;
 
+// As Ultralytics' merge_equals_args: `epochs = 1`, `epochs= 1` and `epochs =1` are epochs=1 (the
+// words from `first` on).
+std::vector<std::string> join_equals(const std::vector<std::string>& args, size_t first) {
+  std::vector<std::string> out;
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool next = i + 1 < args.size();
+    if (a == "=" && !out.empty() && next) {
+      out.back() += "=" + args[++i];
+    } else if (a.size() > 1 && a.back() == '=' && a.find('=') == a.size() - 1 && next &&
+               args[i + 1].find('=') == std::string::npos) {
+      out.push_back(a + args[++i]);
+    } else if (a.size() > 1 && a.front() == '=' && !out.empty() &&
+               out.back().find('=') == std::string::npos) {
+      out.back() += a;
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
 // The key=value words after the mode, each checked against the table; train's hyperparameters
 // (lr0=0.02) are gathered into `hyp` as train's --hyp-set words.
-Given read_keys(const std::vector<std::string>& args, size_t first, const std::string& mode,
+Given read_keys(const std::vector<std::string>& raw, size_t first, const std::string& mode,
                 std::vector<std::string>& hyp) {
   const char letter = mode_letter(mode);
+  const std::vector<std::string> args = join_equals(raw, first);
   Given given;
-  for (size_t i = first; i < args.size(); ++i) {
+  for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("--", 0) == 0) {
       throw UsageError("'" + a + "': yolo takes key=value (e.g. " + a.substr(2) +
@@ -333,6 +362,10 @@ Given read_keys(const std::vector<std::string>& args, size_t first, const std::s
       for (const std::string& h : hyp) {
         if (h.rfind(key + "=", 0) == 0) throw UsageError(key + ": given twice");
       }
+      const std::string v = a.substr(eq + 1);
+      char* end = nullptr;
+      std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0') throw UsageError(a + ": " + key + " must be a number");
       hyp.push_back(a);
       continue;
     }
@@ -389,6 +422,13 @@ YoloCommand translate_yolo_command(const std::vector<std::string>& args) {
   std::vector<std::string> hyp;
   const Given given = read_keys(args, i + 1, mode, hyp);
   if (mode == "train" && resumes(given)) {
+    if (!hyp.empty()) {
+      throw UsageError(hyp.front() +
+                       ": a resumed run trains on with its own hyperparameters (the run's "
+                       "hyp.yaml); drop it, or start a new run from the weights: yolo train "
+                       "model=last.pt " +
+                       hyp.front() + " ...");
+    }
     add_resume(given, out.argv);
     return out;
   }

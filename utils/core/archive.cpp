@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 
 #ifdef YOLO_WITH_LIBARCHIVE
@@ -41,7 +42,8 @@ bool is_archive_url(const std::string& url) {
 
 bool unpack_supported() { return false; }
 
-int64_t unpack_archive(const std::string& archive, const std::string& dest, const UnpackLimits&) {
+int64_t unpack_archive(const std::string& archive, const std::string& dest, const UnpackLimits&,
+                       std::vector<std::string>*) {
   throw std::runtime_error("cannot unpack " + archive +
                            ": this build has no libarchive (install "
                            "libarchive-dev and rebuild); unpack it into " +
@@ -67,17 +69,36 @@ fs::path safe_entry_path(const std::string& name) {
   return out;
 }
 
-// Moves the tree `from` into `to`, merging folders and replacing files.
-void merge_into(const fs::path& from, const fs::path& to) {
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  if (fs::file_size(a, ec) != fs::file_size(b, ec) || ec) return false;
+  std::ifstream x(a, std::ios::binary), y(b, std::ios::binary);
+  std::vector<char> bx(1 << 16), by(1 << 16);
+  while (x && y) {
+    x.read(bx.data(), bx.size());
+    y.read(by.data(), by.size());
+    if (x.gcount() != y.gcount() || !std::equal(bx.begin(), bx.begin() + x.gcount(), by.begin())) {
+      return false;
+    }
+  }
+  return x.eof() && y.eof();
+}
+
+// Moves the tree `from` into `to`, merging folders. Nothing already there is replaced: a file,
+// folder or link at a place an entry would go stays, and its path goes to `kept` (unless it is a
+// file with the entry's own bytes).
+void merge_into(const fs::path& from, const fs::path& to, std::vector<std::string>& kept) {
   fs::create_directories(to);
   for (const fs::directory_entry& e : fs::directory_iterator(from)) {
     const fs::path target = to / e.path().filename();
     std::error_code ec;
     if (e.is_directory() && fs::is_directory(target, ec)) {
-      merge_into(e.path(), target);
-    } else {
-      if (fs::is_directory(target, ec)) fs::remove_all(target);
+      merge_into(e.path(), target, kept);
+    } else if (!fs::exists(fs::symlink_status(target, ec))) {
       fs::rename(e.path(), target);
+    } else if (!(e.is_regular_file() && fs::is_regular_file(target, ec) &&
+                 same_bytes(e.path(), target))) {
+      kept.push_back(target.string());
     }
   }
 }
@@ -154,7 +175,7 @@ int64_t read_entries(const std::string& archive, const fs::path& tmp, int64_t ma
 }  // namespace
 
 int64_t unpack_archive(const std::string& archive, const std::string& dest,
-                       const UnpackLimits& limits) {
+                       const UnpackLimits& limits, std::vector<std::string>* kept_out) {
   std::error_code ec;
   const int64_t size = static_cast<int64_t>(fs::file_size(archive, ec));
   if (ec) throw std::runtime_error("cannot unpack " + archive + ": " + ec.message());
@@ -165,14 +186,25 @@ int64_t unpack_archive(const std::string& archive, const std::string& dest,
   const fs::path tmp = fs::path(dest) / (".unpacking-" + std::to_string(getpid()));
   fs::remove_all(tmp, ec);
   int64_t files = 0;
+  std::vector<std::string> kept;
   try {
     files = read_entries(archive, tmp, max_bytes, limits.max_entries);
-    if (fs::exists(tmp)) merge_into(tmp, dest);
+    if (fs::exists(tmp)) merge_into(tmp, dest, kept);
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
   }
   fs::remove_all(tmp, ec);
+  if (!kept.empty()) {
+    std::string names;
+    for (size_t i = 0; i < kept.size() && i < 5; ++i) names += (i ? ", " : "") + one_line(kept[i]);
+    if (kept.size() > 5) names += " and " + std::to_string(kept.size() - 5) + " more";
+    log_warn(one_line(archive) + ": " + std::to_string(kept.size()) +
+             (kept.size() == 1 ? " entry was" : " entries were") +
+             " not unpacked because something of that name is already there, which is kept: " +
+             names + " (move it aside and unpack again for the archive's copy)");
+  }
+  if (kept_out) *kept_out = kept;
   return files;
 }
 

@@ -5,6 +5,7 @@
 // to a function that says so.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace yolo {
 
@@ -24,9 +25,12 @@ bool is_archive_url(const std::string& url);
 
 // Unpacks `archive` into the folder `dest` (made when missing). Entries are written into a
 // temporary folder inside `dest` and moved into place only once the whole archive has been read,
-// so a refused or broken archive leaves `dest` as it was; files already there are replaced.
-// Returns the number of files. Throws std::runtime_error naming the archive and the entry.
+// so a refused or broken archive leaves `dest` as it was. Nothing already in `dest` is replaced:
+// an entry whose place is taken (by a file with other bytes, a folder or a link) is not
+// unpacked, and the paths kept are named in a warning and in `kept`. Returns the number of
+// files read. Throws std::runtime_error naming the archive and the entry.
 int64_t unpack_archive(const std::string& archive, const std::string& dest,
-                       const UnpackLimits& limits = UnpackLimits());
+                       const UnpackLimits& limits = UnpackLimits(),
+                       std::vector<std::string>* kept = nullptr);
 
 }  // namespace yolo

@@ -1,5 +1,9 @@
 #include "utils/core/fetch.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +19,6 @@
 
 #ifdef YOLO_WITH_CURL
 #include <curl/curl.h>
-#include <unistd.h>
 
 #include <mutex>
 #endif
@@ -40,6 +43,19 @@ int env_int(const char* name, int fallback, int lo) {
 }
 
 }  // namespace
+
+DownloadLock::DownloadLock(const std::string& file, const std::string& what)
+    : fd_(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) return;  // an unwritable folder: nothing can be downloaded into it either
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  log_info("waiting for another process downloading " + what + " (lock " + file + ")");
+  while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
+DownloadLock::~DownloadLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 FetchOptions fetch_options_from_env() {
   FetchOptions o;
@@ -106,9 +122,10 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
 int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(user);
   if (!t->options->progress || total <= 0) return 0;
-  const int64_t all = (t->offset + total) / 1024, done = (t->offset + now) / 1024;
+  const int64_t all = t->offset + total, done = t->offset + now;
   if (!t->bar || t->bar_total != all) {
     t->bar = std::make_unique<ProgressBar>(all, -1, 5);
+    t->bar->count_bytes();
     t->bar_total = all;
   }
   t->bar->update(done, t->label);
@@ -120,22 +137,26 @@ void global_init() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-enum class Outcome { kDone, kRetry, kRestart, kRefused, kFatal };
+// kRestart: the .part cannot be continued (the server ignores ranges, or the file changed);
+// kOffline: the host name does not resolve, which waiting does not mend.
+enum class Outcome { kDone, kRetry, kRestart, kRefused, kOffline, kFatal };
 
 struct AttemptResult {
   Outcome outcome;
   std::string why;
 };
 
+// One request for `url` into `part`: continued with a range from what `part` holds when
+// `resume`, else from the start.
 AttemptResult attempt(const std::string& url, const std::string& part, const FetchOptions& o,
-                      const std::string& label) {
+                      const std::string& label, bool resume) {
   std::error_code ec;
   Transfer t;
   t.options = &o;
   t.label = label;
-  t.offset = fs::exists(part, ec) ? static_cast<int64_t>(fs::file_size(part, ec)) : 0;
+  t.offset = resume && fs::exists(part, ec) ? static_cast<int64_t>(fs::file_size(part, ec)) : 0;
   if (ec) t.offset = 0;
-  t.out = std::fopen(part.c_str(), "ab");
+  t.out = std::fopen(part.c_str(), resume ? "ab" : "wb");
   if (!t.out) return {Outcome::kFatal, "cannot write " + part + ": " + std::strerror(errno)};
   t.curl = curl_easy_init();
   if (!t.curl) {
@@ -163,11 +184,24 @@ AttemptResult attempt(const std::string& url, const std::string& part, const Fet
   const CURLcode rc = curl_easy_perform(t.curl);
   long code = 0;
   curl_easy_getinfo(t.curl, CURLINFO_RESPONSE_CODE, &code);
+  curl_off_t announced = -1;
+  curl_easy_getinfo(t.curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &announced);
   curl_easy_cleanup(t.curl);
   const bool flushed = std::fflush(t.out) == 0 && fsync(fileno(t.out)) == 0;
   std::fclose(t.out);
-  const std::string why = error[0] ? std::string(error) : curl_easy_strerror(rc);
-  if (t.bar) t.bar->close(label);  // how far it got, on a line of its own
+  std::string why = error[0] ? std::string(error) : curl_easy_strerror(rc);
+  if (t.bar) t.bar->close(label, 0, rc == CURLE_OK);  // how far it got, on a line of its own
+  if (rc == CURLE_OPERATION_TIMEDOUT && t.received > 0) {
+    why = "stalled: no data for " + std::to_string(o.stall_timeout_s) + " s after " +
+          std::to_string(t.received) + " bytes (YOLO_DOWNLOAD_TIMEOUT sets the wait)";
+  } else if (rc == CURLE_OPERATION_TIMEDOUT && code != 0) {  // answered, then no body
+    why = "stalled: no data for " + std::to_string(o.stall_timeout_s) +
+          " s (YOLO_DOWNLOAD_TIMEOUT sets the wait)";
+  } else if (rc == CURLE_PARTIAL_FILE && announced > 0) {
+    why = "the server sent " + std::to_string(t.received) + " of the " +
+          std::to_string(static_cast<int64_t>(announced)) +
+          " bytes it announced, then closed the connection";
+  }
   if (rc == CURLE_OK) {
     if (!flushed) return {Outcome::kFatal, "cannot write " + part + ": " + std::strerror(errno)};
     return {Outcome::kDone, ""};
@@ -181,6 +215,9 @@ AttemptResult attempt(const std::string& url, const std::string& part, const Fet
     if (code >= 400 && code < 500) return {Outcome::kRefused, "HTTP " + std::to_string(code)};
   }
   if (rc == CURLE_RANGE_ERROR || rc == CURLE_BAD_DOWNLOAD_RESUME) return {Outcome::kRestart, why};
+  if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY) {
+    return {Outcome::kOffline, why + " (no network or name service here, or a typo in the URL)"};
+  }
   if (rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT ||
       rc == CURLE_FILE_COULDNT_READ_FILE || rc == CURLE_REMOTE_FILE_NOT_FOUND) {
     return {Outcome::kRefused, why};
@@ -199,40 +236,56 @@ int64_t fetch_file(const std::string& url, const std::string& path, const FetchO
   const std::string part = path + ".part";
   const std::string label = o.label.empty() ? target.filename().string() : o.label;
   log_info("Downloading " + url + " to " + path + " ...");
+  const int attempts = std::max(1, o.attempts);
   double wait = o.retry_wait_s;
-  std::string why;
-  for (int i = 1; i <= std::max(1, o.attempts); ++i) {
-    const AttemptResult r = attempt(url, part, o, "Downloading " + label + " (kB)");
+  std::string why, restarted;  // the last failure; why the .part was started over, if it was
+  bool resume = true;
+  for (int i = 1; i <= attempts; ++i) {
+    const AttemptResult r = attempt(url, part, o, "Downloading " + label, resume);
     if (r.outcome == Outcome::kDone) {
       fs::rename(part, target, ec);
       if (ec) throw FetchError("cannot move " + part + " to " + path + ": " + ec.message());
       return static_cast<int64_t>(fs::file_size(target, ec));
     }
-    why = r.why;
     if (r.outcome == Outcome::kRefused) {
       fs::remove(part, ec);
-      throw FetchError("could not download " + url + " (" + why + ") to " + path);
+      throw FetchError("could not download " + url + " (" + r.why + ") to " + path);
     }
     if (r.outcome == Outcome::kFatal) {
-      throw FetchError("could not download " + url + " to " + path + ": " + why);
+      throw FetchError("could not download " + url + " to " + path + ": " + r.why);
     }
-    if (r.outcome == Outcome::kRestart) {
-      fs::remove(part, ec);
+    if (r.outcome == Outcome::kOffline) {
+      if (fs::exists(part, ec) && fs::file_size(part, ec) == 0) fs::remove(part, ec);
+      throw FetchError("could not download " + url + " to " + path + ": " + r.why +
+                       "; not retried");
+    }
+    if (r.outcome == Outcome::kRestart && restarted.empty()) {
+      // The request for the rest was answered with the whole file or refused: the same attempt
+      // starts over from byte 0, and no later one asks for a range.
+      restarted = r.why;
+      resume = false;
+      log_warn("the server cannot resume " + url + " (" + r.why + "); starting it over");
+      --i;
       continue;
     }
-    if (i < o.attempts) {
+    why = r.why;
+    if (i < attempts) {
       log_warn("download of " + url + " failed (" + why + "); retrying in " +
                format_number("%.3g", wait) + " s (attempt " + std::to_string(i + 1) + " of " +
-               std::to_string(o.attempts) + ")");
+               std::to_string(attempts) + ")");
       std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       wait *= 2;
     }
   }
-  const bool kept = fs::exists(part, ec) && fs::file_size(part, ec) > 0;
+  // A .part only a server with ranges can continue is worth keeping for the next run.
+  const bool kept = resume && fs::exists(part, ec) && fs::file_size(part, ec) > 0;
   if (!kept) fs::remove(part, ec);
   throw FetchError(
-      "could not download " + url + " to " + path + " after " + std::to_string(o.attempts) +
-      (o.attempts == 1 ? " attempt (" : " attempts (") + why + ")" +
+      "could not download " + url + " to " + path + " after " + std::to_string(attempts) +
+      (attempts == 1 ? " attempt (" : " attempts (") + why + ")" +
+      (restarted.empty() ? ""
+                         : "; the server cannot resume a download (" + restarted +
+                               "), so each attempt after the first started over") +
       (kept ? "; the part received is kept in " + part + " and resumed next time" : ""));
 }
 

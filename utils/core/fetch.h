@@ -26,6 +26,20 @@ struct FetchOptions {
   std::string label;        // what the bar calls the file (default: its name)
 };
 
+// An flock on `file` (made when missing) while this process downloads `what`: another process
+// asking for the same waits, saying so, then finds what the first fetched. Released with the
+// object, or with its process however that ends.
+class DownloadLock {
+ public:
+  DownloadLock(const std::string& file, const std::string& what);
+  ~DownloadLock();
+  DownloadLock(const DownloadLock&) = delete;
+  DownloadLock& operator=(const DownloadLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 // The options with YOLO_DOWNLOAD_TIMEOUT (stall seconds) and YOLO_DOWNLOAD_ATTEMPTS applied.
 FetchOptions fetch_options_from_env();
 

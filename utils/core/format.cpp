@@ -1,7 +1,9 @@
 #include "utils/core/format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 
 namespace yolo {
 
@@ -119,6 +121,55 @@ std::string closest_word(const std::string& word, const std::vector<std::string>
     }
   }
   return best;
+}
+
+std::vector<std::string> close_words(const std::string& word,
+                                     const std::vector<std::string>& candidates, size_t max_edits,
+                                     size_t limit) {
+  std::vector<std::pair<size_t, std::string>> near;
+  for (const std::string& c : candidates) {
+    if (c == word) continue;
+    size_t d = edit_distance(word, c);
+    // A transposition (modle / model) is one slip, not two substitutions.
+    for (size_t i = 0; i + 1 < word.size() && word.size() == c.size(); ++i) {
+      if (word[i] != c[i] && word[i] == c[i + 1] && word[i + 1] == c[i] &&
+          word.compare(i + 2, std::string::npos, c, i + 2, std::string::npos) == 0 &&
+          word.compare(0, i, c, 0, i) == 0) {
+        d = 1;
+      }
+    }
+    if (d <= max_edits &&
+        std::none_of(near.begin(), near.end(), [&](const auto& n) { return n.second == c; })) {
+      near.emplace_back(d, c);
+    }
+  }
+  std::stable_sort(near.begin(), near.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (const auto& n : near) {
+    if (out.size() < limit) out.push_back(n.second);
+  }
+  return out;
+}
+
+std::string quoted_choices(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += i + 1 == words.size() ? " or " : ", ";
+    out += "'" + words[i] + "'";
+  }
+  return out;
+}
+
+std::string shell_word(const std::string& s) {
+  const std::string shown = terminal_safe(one_line(s));
+  const bool plain = !shown.empty() && std::all_of(shown.begin(), shown.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:=@%+,-", c) != nullptr;
+  });
+  if (plain) return shown;
+  std::string out = "'";
+  for (const char c : shown) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 }  // namespace yolo

@@ -30,4 +30,19 @@ std::string json_quote(const std::string& s);
 std::string closest_word(const std::string& word, const std::vector<std::string>& candidates,
                          size_t max_edits = 2);
 
+// Every candidate within `max_edits` of `word` (a swap of two neighbours counts as one edit),
+// closest first, at most `limit`: a did-you-mean lists them all, as Ultralytics' does.
+std::vector<std::string> close_words(const std::string& word,
+                                     const std::vector<std::string>& candidates,
+                                     size_t max_edits = 2, size_t limit = 3);
+
+// "'a' or 'b'", "'a', 'b' or 'c'" for a did-you-mean.
+std::string quoted_choices(const std::vector<std::string>& words);
+
+// `s` as one word of a POSIX shell command a user may paste: unchanged when it holds only
+// characters no shell treats specially, else in single quotes (a quote inside as '\''). Control
+// bytes are shown escaped (one_line, terminal_safe), so a printed command is one line that
+// cannot forge others.
+std::string shell_word(const std::string& s);
+
 }  // namespace yolo

@@ -23,7 +23,7 @@ std::string format_duration(double seconds) {
 }
 
 std::string format_progress(const std::string& desc, int64_t done, int64_t total, double elapsed,
-                            int64_t images) {
+                            int64_t images, bool bytes) {
   total = std::max<int64_t>(total, 1);
   done = std::clamp<int64_t>(done, 0, total);
   const double frac = static_cast<double>(done) / total;
@@ -38,7 +38,9 @@ std::string format_progress(const std::string& desc, int64_t done, int64_t total
   const double rate = elapsed > 0 ? done / elapsed : 0;
   char tail[160];
   const std::string remaining = rate > 0 ? format_duration((total - done) / rate) : "?";
-  if (rate >= 1 || rate == 0) {
+  if (bytes) {
+    std::snprintf(tail, sizeof(tail), "%.2f MB/s", rate / 1e6);
+  } else if (rate >= 1 || rate == 0) {
     std::snprintf(tail, sizeof(tail), "%.2fit/s", rate);
   } else {
     std::snprintf(tail, sizeof(tail), "%.2fs/it", 1 / rate);
@@ -46,8 +48,11 @@ std::string format_progress(const std::string& desc, int64_t done, int64_t total
   std::string out = desc + (desc.empty() ? "" : ": ");
   char head[16];
   std::snprintf(head, sizeof(head), "%3.0f%%|", std::floor(frac * 100));
-  out += head + bar + "| " + std::to_string(done) + "/" + std::to_string(total) + " [" +
-         format_duration(elapsed) + "<" + remaining + ", " + tail;
+  std::string count = std::to_string(done) + "/" + std::to_string(total);
+  if (bytes)
+    count = format_number("%.1f", done / 1e6) + "/" + format_number("%.1f MB", total / 1e6);
+  out +=
+      head + bar + "| " + count + " [" + format_duration(elapsed) + "<" + remaining + ", " + tail;
   if (images > 0 && elapsed > 0) {
     char ips[32];
     std::snprintf(ips, sizeof(ips), ", %.1f img/s", images / elapsed);
@@ -74,20 +79,21 @@ void ProgressBar::show(const std::string& line, bool final) {
 void ProgressBar::update(int64_t done, const std::string& desc, int64_t images) {
   done_ = done;
   if (tty_) {
-    show(format_progress(desc, done, total_, clock_.seconds(), images), false);
+    show(format_progress(desc, done, total_, clock_.seconds(), images, bytes_), false);
   } else if (done >= next_plain_ && done < total_ &&
              clock_.seconds() - last_plain_ >= plain_every_) {
     // A log keeps a trace of long bars without a line per batch.
-    show(format_progress(desc, done, total_, clock_.seconds(), images), false);
+    show(format_progress(desc, done, total_, clock_.seconds(), images, bytes_), false);
     next_plain_ = done + std::max<int64_t>(1, total_ / 10);
     last_plain_ = clock_.seconds();
   }
 }
 
-void ProgressBar::close(const std::string& desc, int64_t images) {
+void ProgressBar::close(const std::string& desc, int64_t images, bool finished) {
   if (closed_) return;
   closed_ = true;
-  show(format_progress(desc, std::max(done_, total_), total_, clock_.seconds(), images), true);
+  const int64_t done = finished ? std::max(done_, total_) : done_;
+  show(format_progress(desc, done, total_, clock_.seconds(), images, bytes_), true);
 }
 
 }  // namespace yolo

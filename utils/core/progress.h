@@ -11,8 +11,9 @@
 namespace yolo {
 
 // The bar's text for `done` of `total` after `elapsed` seconds; `images` > 0 adds images/s.
+// `bytes`: done and total are bytes, shown as tqdm's download bars show them (MB, MB/s).
 std::string format_progress(const std::string& desc, int64_t done, int64_t total, double elapsed,
-                            int64_t images = 0);
+                            int64_t images = 0, bool bytes = false);
 
 // "01:05" or "1:02:03", as tqdm.
 std::string format_duration(double seconds);
@@ -23,15 +24,18 @@ class ProgressBar {
   explicit ProgressBar(int64_t total, int tty = -1, double plain_every = 10);
   // Shows `done` of the total (desc is the text before the bar, e.g. the losses).
   void update(int64_t done, const std::string& desc, int64_t images = 0);
-  // Ends the bar's line (on a terminal) and prints the final state once.
-  void close(const std::string& desc, int64_t images = 0);
+  // Ends the bar's line (on a terminal) and prints the final state once: all done, or with
+  // `finished` false where the work stopped (a failed download).
+  void close(const std::string& desc, int64_t images = 0, bool finished = true);
+  // Counts bytes: shown in MB with MB/s.
+  void count_bytes() { bytes_ = true; }
   void set_total(int64_t total) { total_ = total > 0 ? total : 1; }
   double elapsed() const { return clock_.seconds(); }
 
  private:
   void show(const std::string& line, bool final);
   int64_t total_, done_ = 0, next_plain_ = 0;
-  bool tty_, closed_ = false;
+  bool tty_, closed_ = false, bytes_ = false;
   double plain_every_, last_plain_ = 0;
   Stopwatch clock_;
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "utils/core/format.h"
 #include "utils/core/io/results_csv.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
@@ -192,12 +193,12 @@ std::string evolve(const TrainConfig& cfg) {
     // A stop ends the evolution, not just the generation: its last.pt holds a plain run, and the
     // evolution goes on from evolve.csv with the command said here.
     const auto stopped = [&] {
-      return TrainingInterrupted("hyperparameter evolution stopped during generation " +
-                                 std::to_string(rows.size() + 1) + " (" + dir +
-                                 "/evolve.csv holds the " + std::to_string(rows.size()) +
-                                 " finished); continue it with the same command and --evolve " +
-                                 std::to_string(opt.evolve - g) + " --project " + opt.project +
-                                 " --name " + fs::path(dir).filename().string() + " --exist-ok");
+      return TrainingInterrupted(
+          "hyperparameter evolution stopped during generation " + std::to_string(rows.size() + 1) +
+          " (" + dir + "/evolve.csv holds the " + std::to_string(rows.size()) +
+          " finished); continue it with the same command and --evolve " +
+          std::to_string(opt.evolve - g) + " --project " + shell_word(opt.project) + " --name " +
+          shell_word(fs::path(dir).filename().string()) + " --exist-ok");
     };
     // Asked for between two generations: train() starts each with a fresh request.
     if (stop_requested()) throw stopped();
@@ -229,8 +230,8 @@ std::string evolve(const TrainConfig& cfg) {
   }
   plot_evolve(evolve_csv.string(), (fs::path(dir) / "evolve.png").string());
   log_info("Hyperparameter evolution finished " + std::to_string(opt.evolve) +
-           " generations\nResults saved to " + dir + "\nUsage example: train --hyp " +
-           best_yaml.string());
+           " generations\nResults saved to " + one_line(dir) + "\nUsage example: train --hyp " +
+           shell_word(best_yaml.string()));
   return dir;
 }
 

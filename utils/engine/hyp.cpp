@@ -77,6 +77,16 @@ std::string unknown_key_hint(const std::string& key) {
   return "YOLOv5 v7.0 keys only; see hyp/hyp.scratch-low.yaml for the full list";
 }
 
+// The optimizer's settings: a negative one would reach LibTorch's own "Invalid learning rate",
+// which names neither file nor key. (Augmentation ranges are checked with the data.)
+bool non_negative(const std::string& key) {
+  static const char* const kNonNegative[] = {"lr0",           "lrf",           "momentum",
+                                             "weight_decay",  "warmup_epochs", "warmup_momentum",
+                                             "warmup_bias_lr"};
+  return std::any_of(std::begin(kNonNegative), std::end(kNonNegative),
+                     [&](const char* k) { return key == k; });
+}
+
 std::string line_of(const YAML::Node& n, const std::string& ctx) {
   return ctx + ":" + std::to_string(n.Mark().line + 1);
 }
@@ -146,16 +156,9 @@ Hyp hyp_from_yaml(const YAML::Node& node, const std::string& ctx) {
       throw std::runtime_error(line_of(kv.second, ctx) + ": '" + key + "' must be a number, got '" +
                                kv.second.Scalar() + "'");
     }
-    // The optimizer's settings: a negative one would reach LibTorch's own "Invalid learning
-    // rate", which names neither file nor key. (Augmentation ranges are checked with the data.)
-    static const char* const kNonNegative[] = {"lr0",           "lrf",           "momentum",
-                                               "weight_decay",  "warmup_epochs", "warmup_momentum",
-                                               "warmup_bias_lr"};
-    for (const char* k : kNonNegative) {
-      if (key == k && !(value >= 0)) {
-        throw std::runtime_error(line_of(kv.second, ctx) + ": '" + key + "' must be >= 0, got " +
-                                 kv.second.Scalar());
-      }
+    if (non_negative(key) && !(value >= 0)) {
+      throw std::runtime_error(line_of(kv.second, ctx) + ": '" + key + "' must be >= 0, got " +
+                               kv.second.Scalar());
     }
     h.set(key, value);
     seen.push_back(key);
@@ -186,17 +189,31 @@ std::string check_hyp_set(const std::vector<std::string>& items) {
   return "";
 }
 
-Hyp apply_hyp_set(const Hyp& hyp, const std::vector<std::string>& items) {
-  if (items.empty()) return hyp;
-  if (const std::string bad = check_hyp_set(items); !bad.empty()) {
-    throw std::runtime_error("--hyp-set: " + bad);
-  }
-  YAML::Node node = hyp_to_yaml(hyp);
+std::map<std::string, std::string> hyp_set_words(const std::vector<std::string>& items,
+                                                 const std::string& flag) {
+  std::map<std::string, std::string> out;
   for (const std::string& item : items) {
     const size_t eq = item.find('=');
-    node[item.substr(0, eq)] = item.substr(eq + 1);
+    if (eq != std::string::npos) out[item.substr(0, eq)] = flag.empty() ? item : flag + " " + item;
   }
-  return hyp_from_yaml(node, "--hyp-set");
+  return out;
+}
+
+Hyp apply_hyp_set(const Hyp& hyp, const std::vector<std::string>& items, const std::string& flag) {
+  if (items.empty()) return hyp;
+  if (const std::string bad = check_hyp_set(items); !bad.empty()) {
+    throw std::runtime_error((flag.empty() ? "" : flag + ": ") + bad);
+  }
+  Hyp out = hyp;
+  for (const auto& [key, word] : hyp_set_words(items, flag)) {
+    const double value = std::strtod(word.substr(word.find('=') + 1).c_str(), nullptr);
+    if (!std::isfinite(value)) throw std::runtime_error(word + ": '" + key + "' must be finite");
+    if (non_negative(key) && !(value >= 0)) {
+      throw std::runtime_error(word + ": '" + key + "' must be >= 0");
+    }
+    out.set(key, value);
+  }
+  return out;
 }
 
 int hyp_anchor_count(const Hyp& hyp, const std::string& hyp_path) {

@@ -1,6 +1,7 @@
 #pragma once
 // Hyperparameters (hyp/*.yaml): YOLOv5 v7.0's keys as typed members, read and checked once, and
 // `dfl`, the anchor-free models' distribution focal loss gain.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,9 +65,16 @@ Hyp load_hyp(const std::string& path);
 
 // train's --hyp-set: `key=value` words over a hyp file's values. check_hyp_set says what is wrong
 // with the words ("" when nothing: known names, numbers); apply_hyp_set returns `hyp` with them
-// set, checked as a hyp file's values are (errors name --hyp-set and the key).
+// set, checked as a hyp file's values are. Errors name the word as the user typed it:
+// `flag` and the word ("--hyp-set lr0=-1"), or the word alone when `flag` is "" (the yolo
+// program's lr0=-1).
 std::string check_hyp_set(const std::vector<std::string>& items);
-Hyp apply_hyp_set(const Hyp& hyp, const std::vector<std::string>& items);
+Hyp apply_hyp_set(const Hyp& hyp, const std::vector<std::string>& items,
+                  const std::string& flag = "--hyp-set");
+
+// Each key `items` sets, with the words naming it as apply_hyp_set's errors do.
+std::map<std::string, std::string> hyp_set_words(const std::vector<std::string>& items,
+                                                 const std::string& flag = "--hyp-set");
 
 // The hyp file's `anchors` as a count per output layer (rounded, as YOLOv5's Model rounds it):
 // 0 when absent or 0 (the model YAML's anchors stay). Throws std::runtime_error naming

@@ -215,6 +215,13 @@ c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::strin
   return out;
 }
 
+std::string optimizer_state_type(const c10::IValue& v) {
+  if (!v.isGenericDict()) return "";
+  const auto d = v.toGenericDict();
+  if (!d.contains("type") || !d.at("type").isString()) return "";
+  return d.at("type").toStringRef();
+}
+
 void load_optimizer_state(torch::optim::Optimizer& opt, const std::string& name,
                           const c10::IValue& v) {
   TORCH_CHECK(v.isGenericDict(), "optimizer state must be a dict");

@@ -70,6 +70,8 @@ double interp2(double x, double x0, double x1, double y0, double y1);
 // tensors the optimizer's own (no copy, so a GPU step is not waited for); checkpoints copy them to
 // the host when they are taken, so a checkpoint written on a GPU resumes on a machine without one.
 c10::IValue optimizer_state(const torch::optim::Optimizer& opt, const std::string& name);
+// The optimizer name optimizer_state recorded ("" when the value holds none).
+std::string optimizer_state_type(const c10::IValue& v);
 // Restores what optimizer_state wrote into an optimizer built the same way, moving each tensor to
 // its parameter's device and dtype; throws on mismatch.
 void load_optimizer_state(torch::optim::Optimizer& opt, const std::string& name,

@@ -5,6 +5,7 @@
 #include "models/model_config.h"
 #include "models/weights_hub.h"
 #include "utils/core/errors.h"
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
 #include "utils/core/yaml_io.h"
@@ -71,7 +72,7 @@ Options merge_resume(const Options& cli, std::string ckpt) {
                      " is a YOLOv5 checkpoint; its optimizer state is Python's (PyTorch's "
                      "optimizer and YOLOv5's own opt), which this trainer cannot continue. Start "
                      "a new run from its weights instead: --weights " +
-                     ckpt + " (the epochs start over)");
+                     shell_word(ckpt) + " (the epochs start over)");
   }
   const fs::path run_dir = fs::absolute(ckpt).parent_path().parent_path();
   const fs::path opt_yaml = run_dir / "opt.yaml";
@@ -86,7 +87,8 @@ Options merge_resume(const Options& cli, std::string ckpt) {
                      run_dir.string() +
                      "; continue the evolution instead with the command that started it and "
                      "--evolve N --project " +
-                     run_dir.parent_path().string() + " --name " + run_dir.filename().string() +
+                     shell_word(run_dir.parent_path().string()) + " --name " +
+                     shell_word(run_dir.filename().string()) +
                      " --exist-ok (evolve.csv keeps the generations done)");
   }
   Options o = load_options(opt_yaml.string());

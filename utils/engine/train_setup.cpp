@@ -33,6 +33,10 @@ namespace yolo {
 
 namespace {
 
+// How messages name a --hyp-set word: with the flag for train's command line, as the key=value the
+// user typed for a run the yolo program started (it passes those words on as --hyp-set).
+std::string hyp_set_flag(const Options& opt) { return opt.args_yaml.empty() ? "--hyp-set" : ""; }
+
 // --augment-device cuda: training batches are rendered on the GPU. Given with a CPU device it is
 // refused (train_rules.cpp); from a resumed run's opt.yaml it falls back to the CPU with a warning.
 bool augment_on_device(const TrainSetup& s) {
@@ -89,7 +93,7 @@ void start_run(TrainSetup& s, TrainConfig cfg) {
 // Hyperparameters and the run dir (rank 0 picks it; a resume keeps the run's own).
 void prepare_run_dir(TrainSetup& s, Checkpoint& resume_ckpt) {
   Options& opt = s.opt;
-  s.hyp = apply_hyp_set(load_hyp(opt.hyp), opt.hyp_set);
+  s.hyp = apply_hyp_set(load_hyp(opt.hyp), opt.hyp_set, hyp_set_flag(opt));
   std::string line = "hyperparameters: ";
   for (const auto& k : required_hyp_keys()) {
     line +=
@@ -235,7 +239,9 @@ void build_run_model(TrainSetup& s, const Checkpoint& resume_ckpt) {
   ModelSpec spec = parse_model_spec_string(s.model_yaml_text, source);
   // A hyp file's `anchors: N` (N > 0) builds N placeholder anchors per level for AutoAnchor to
   // fit, as YOLOv5's Model(cfg, anchors=hyp['anchors']).
-  const int hyp_anchors = hyp_anchor_count(s.hyp, opt.hyp);
+  const auto typed = hyp_set_words(opt.hyp_set, hyp_set_flag(opt));
+  const int hyp_anchors =
+      hyp_anchor_count(s.hyp, typed.count("anchors") ? typed.at("anchors") : opt.hyp);
   if (hyp_anchors > 0) {
     log_info("Overriding model.yaml anchors with anchors=" + std::to_string(hyp_anchors));
     spec.anchor_count = hyp_anchors;
@@ -289,10 +295,28 @@ std::string resolve_auto_optimizer(TrainSetup& s) {
   s.hyp.momentum = 0.9;
   s.hyp.warmup_bias_lr = 0.0;
   const std::string name = long_run ? "MuSGD" : "AdamW";
+  // Values the user gave are named as typed; the hyp file only for what came from it.
+  std::string given, from_file;
+  const auto words = hyp_set_words(s.opt.hyp_set, hyp_set_flag(s.opt));
+  for (const char* key : {"lr0", "momentum", "warmup_bias_lr"}) {
+    const auto w = words.find(key);
+    if (w != words.end()) {
+      given += (given.empty() ? "" : ", ") + w->second;
+    } else {
+      from_file += (from_file.empty() ? "" : ", ") + std::string(key);
+    }
+  }
   log_info("optimizer: 'auto' chose " + name + "(lr=" + format_number("%g", s.hyp.lr0) +
            ", momentum=0.9) for " + std::to_string(iterations) +
-           " iterations, as Ultralytics' optimizer=auto (lr0, momentum and warmup_bias_lr of " +
-           s.opt.hyp + " not used)");
+           " iterations, as Ultralytics' optimizer=auto" +
+           (from_file.empty() ? "" : " (" + from_file + " of " + s.opt.hyp + " not used)"));
+  if (!given.empty()) {
+    const bool yolo = hyp_set_flag(s.opt).empty();
+    log_warn(given + (given.find(',') == std::string::npos ? " is" : " are") +
+             " not used: the 'auto' optimizer chooses lr0 and momentum itself, as "
+             "Ultralytics'; to train with them choose the optimizer (" +
+             (yolo ? "optimizer=SGD, AdamW or MuSGD" : "--optimizer SGD, AdamW or MuSGD") + ")");
+  }
   return name;
 }
 
@@ -332,10 +356,10 @@ void build_optimizer(TrainSetup& s) {
 
 // The augmentation settings of the hyperparameters read at start (ranges checked, errors name the
 // hyp file and key).
-AugmentHyp augment_hyp(const Hyp& hyp, const std::string& hyp_path) {
+AugmentHyp augment_hyp(const Hyp& hyp, const Options& opt) {
   std::map<std::string, double> values;
   for (const auto& k : required_hyp_keys()) values[k] = hyp.at(k);
-  return AugmentHyp::from_map(values, hyp_path);
+  return AugmentHyp::from_map(values, opt.hyp, hyp_set_words(opt.hyp_set, hyp_set_flag(opt)));
 }
 
 // The training loader (this rank's share of the batch) and, on rank 0, the validation loader.
@@ -353,7 +377,7 @@ void build_loaders(TrainSetup& s) {
   tr.stride = s.stride;
   tr.pad = 0.0;
   tr.cache = opt.cache;
-  tr.hyp = augment_hyp(s.hyp, opt.hyp);
+  tr.hyp = augment_hyp(s.hyp, opt);
   tr.nc = s.nc;
   // Ultralytics' rule: mosaic off from epoch epochs - N on (so not at all in runs of <= N).
   if (opt.close_mosaic > 0) tr.close_mosaic_epoch = std::max(0, opt.epochs - opt.close_mosaic);
@@ -436,6 +460,15 @@ void build_ema_and_resume(TrainSetup& s, const Checkpoint& resume_ckpt) {
   if (rank0) {
     load_state_dict(*s.ema_model, resume_ckpt.model);
     s.ema->set_updates(resume_ckpt.ema_updates);
+  }
+  const std::string saved = optimizer_state_type(resume_ckpt.optimizer);
+  if (!saved.empty() && saved != s.loop.optimizer) {
+    const std::string opt_yaml = (fs::path(s.opt.save_dir) / "opt.yaml").string();
+    throw std::runtime_error(
+        opt_yaml + ": optimizer is " + s.loop.optimizer + ", but " + s.opt.resume_path +
+        " was trained with " + saved + " (its optimizer state); set 'optimizer: " + saved +
+        "' in " + opt_yaml + " to resume, or start a new run from these weights (" + "--weights " +
+        shell_word(s.opt.resume_path) + " --optimizer " + s.loop.optimizer + ")");
   }
   load_optimizer_state(*s.optimizer, s.loop.optimizer, resume_ckpt.optimizer);
   s.resume.start_epoch = static_cast<int>(resume_ckpt.epoch) + 1;

@@ -12,6 +12,7 @@
 #include "models/weights.h"
 #include "utils/core/cpu_threads.h"
 #include "utils/core/errors.h"
+#include "utils/core/format.h"
 #include "utils/core/io/checkpoint.h"
 #include "utils/core/log.h"
 #include "utils/core/paths.h"
@@ -108,8 +109,8 @@ TrainSummary Trainer::fit() {
   summary.save_dir = save_dir;
   log_info("Image sizes " + std::to_string(s_.imgsz) + " train, " + std::to_string(s_.imgsz) +
            " val\nUsing " + std::to_string(s_.train_loader->workers()) +
-           " dataloader workers\nLogging results to " + save_dir + "\nStarting training for " +
-           std::to_string(loop.epochs) + " epochs...");
+           " dataloader workers\nLogging results to " + one_line(save_dir) +
+           "\nStarting training for " + std::to_string(loop.epochs) + " epochs...");
   callbacks_.train_start();
   const Stopwatch clock;
   for (int epoch = s_.resume.start_epoch; epoch < loop.epochs; ++epoch) {
@@ -124,7 +125,7 @@ TrainSummary Trainer::fit() {
     const Next next = decide_next(epoch, early_stop_);
     if (next == Next::kInterrupt) {
       throw TrainingInterrupted("training stopped after epoch " + std::to_string(epoch) +
-                                "; resume with --resume " + s_.paths.last);
+                                "; resume with --resume " + shell_word(s_.paths.last));
     }
     if (next == Next::kEarlyStop) break;
   }
@@ -132,7 +133,7 @@ TrainSummary Trainer::fit() {
   final_validation(summary);
   s_.dist.from_rank0("finished", "done");
   summary.best_fitness = best_fitness_;
-  log_info("Results saved to " + save_dir);
+  log_info("Results saved to " + one_line(save_dir));
   log_next_steps();
   return summary;
 }
@@ -290,7 +291,8 @@ void Trainer::check_stop(int epoch, int64_t i, bool read) {
     callbacks_.interrupt(epoch - 1, false);
     s_.dist.from_rank0("interrupted", "saved");
     throw TrainingInterrupted("training stopped at epoch " + std::to_string(epoch) + ", batch " +
-                              std::to_string(i) + "; resume with --resume " + s_.paths.last);
+                              std::to_string(i) + "; resume with --resume " +
+                              shell_word(s_.paths.last));
   }
   if (nonfinite) {
     const int64_t run = running_loss_.nonfinite_run();
@@ -363,24 +365,26 @@ void Trainer::log_next_steps() const {
   const std::string imgsz = std::to_string(s_.imgsz);
   const std::string files =
       s_.loop.noplots ? "results.csv is in " : "results.csv, results.png and the plots are in ";
-  std::string next = "Weights: " + best + " (best fitness), " + s_.paths.last + " (last epoch); " +
-                     files + s_.paths.save_dir + "\nNext: ";
+  // Paths one line each, commands quoted for a POSIX shell: a run name may hold anything.
+  std::string next = "Weights: " + one_line(best) + " (best fitness), " + one_line(s_.paths.last) +
+                     " (last epoch); " + files + one_line(s_.paths.save_dir) + "\nNext: ";
+  const std::string w = shell_word(best);
   if (!s_.opt.args_yaml.empty()) {  // started by the yolo program: its commands
-    const std::string yolo = sibling_program("yolo") + " ";
-    next += yolo + "val model=" + best + " imgsz=" + imgsz;
+    const std::string yolo = shell_word(sibling_program("yolo")) + " ";
+    next += yolo + "val model=" + w + " imgsz=" + imgsz;
     if (!s_.data.val.empty()) {
-      next += "\n      " + yolo + "predict model=" + best + " source=" + s_.data.val.front() +
-              " imgsz=" + imgsz;
+      next += "\n      " + yolo + "predict model=" + w +
+              " source=" + shell_word(s_.data.val.front()) + " imgsz=" + imgsz;
     }
-    log_info(next + "\n      " + yolo + "export model=" + best + " format=onnx imgsz=" + imgsz);
+    log_info(next + "\n      " + yolo + "export model=" + w + " format=onnx imgsz=" + imgsz);
     return;
   }
-  next += sibling_program("val") + " --weights " + best + " --imgsz " + imgsz;
+  next += shell_word(sibling_program("val")) + " --weights " + w + " --imgsz " + imgsz;
   if (!s_.data.val.empty()) {
-    next += "\n      " + sibling_program("detect") + " --weights " + best + " --source " +
-            s_.data.val.front() + " --imgsz " + imgsz;
+    next += "\n      " + shell_word(sibling_program("detect")) + " --weights " + w + " --source " +
+            shell_word(s_.data.val.front()) + " --imgsz " + imgsz;
   }
-  next += "\n      " + sibling_program("export") + " --weights " + best +
+  next += "\n      " + shell_word(sibling_program("export")) + " --weights " + w +
           " --include torchscript onnx --imgsz " + imgsz;
   log_info(next);
 }
@@ -389,7 +393,7 @@ void Trainer::log_next_steps() const {
 void Trainer::final_validation(TrainSummary& summary) {
   const std::string& best = s_.paths.best;
   if (!s_.val_loader || !fs::exists(best)) return;
-  log_info("\nValidating " + best + "...");
+  log_info("\nValidating " + one_line(best) + "...");
   load_state_dict(*s_.ema_model, load_checkpoint(best).model);
   ValConfig cfg;
   cfg.names = s_.names;

@@ -301,11 +301,12 @@ std::string run_detect(const DetectConfig& cfg) {
     throw std::runtime_error("--source " + cfg.source +
                              ": no image or video frame could be read (see the warnings above)");
   }
-  std::string saved = "Results saved to " + save_dir.string();
+  std::string saved = "Results saved to " + one_line(save_dir.string());
   if (cfg.save_txt) {
     size_t n = 0;
     for (const auto& e : fs::directory_iterator(save_dir / "labels")) n += e.is_regular_file();
-    saved += "\n" + std::to_string(n) + " labels saved to " + (save_dir / "labels").string();
+    saved +=
+        "\n" + std::to_string(n) + " labels saved to " + one_line((save_dir / "labels").string());
   }
   if (seen > 0) {
     char speed[96];

@@ -291,7 +291,7 @@ int run(const ValArgs& a) {
   }
   std::error_code ec;
   fs::remove(marker, ec);
-  log_info("Results saved to " + save_dir);
+  log_info("Results saved to " + one_line(save_dir));
   return 0;
 }
 

@@ -270,15 +270,15 @@ ExportResult run_export(const ExportArgs& a) {
   const std::string dir = fs::absolute(weights.parent_path(), ec).lexically_normal().string();
   std::string next =
       "Export complete (" + seconds(total.seconds()) + ")\nResults saved to " + one_line(dir);
-  const std::string example = one_line(result.files.back());
+  const std::string example = shell_word(result.files.back());
   const std::string size =
       " --imgsz " + std::to_string(h) + (h != w ? " " + std::to_string(w) : std::string());
   // An exported file names no dataset: val is told the one the weights were trained on.
   const std::string data = !a.data.empty() ? a.data : lm.data;
-  next += "\nDetect:          " + sibling_program("detect") + " --weights " + example + size +
-          " --source IMAGES";
-  next += "\nValidate:        " + sibling_program("val") + " --weights " + example + size +
-          " --data " + (data.empty() ? std::string("DATA.yaml") : one_line(data));
+  next += "\nDetect:          " + shell_word(sibling_program("detect")) + " --weights " + example +
+          size + " --source IMAGES";
+  next += "\nValidate:        " + shell_word(sibling_program("val")) + " --weights " + example +
+          size + " --data " + (data.empty() ? std::string("DATA.yaml") : shell_word(data));
   if (ultralytics) {
     next += "\nUltralytics:     yolo predict model=" + example + " imgsz=" +
             (h == w ? std::to_string(h) : "[" + std::to_string(h) + "," + std::to_string(w) + "]");
