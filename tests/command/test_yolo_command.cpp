@@ -109,7 +109,7 @@ TEST(YoloCommand, ValPredictExportKeysMapOntoTheirFlags) {
 TEST(YoloCommand, RefusalsNameTheKeyAndWhatToDo) {
   EXPECT_NE(refusal("train epoch=3").find("unknown key 'epoch'"), std::string::npos);
   EXPECT_NE(refusal("train epoch=3").find("did you mean 'epochs'?"), std::string::npos);
-  EXPECT_NE(refusal("train lr=0.1").find("did you mean 'lr0'?"), std::string::npos);
+  EXPECT_NE(refusal("train lr=0.1").find("did you mean 'lr0' or 'lrf'?"), std::string::npos);
   EXPECT_NE(refusal("train amp=False").find("amp: an Ultralytics setting this trainer does not"),
             std::string::npos);
   EXPECT_NE(refusal("val lr0=0.02").find("lr0: applies to yolo train, not val"), std::string::npos);

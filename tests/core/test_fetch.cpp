@@ -89,7 +89,7 @@ TEST_F(Fetch, DownloadsWholeWithAProgressBarAndLeavesNoPart) {
   EXPECT_EQ(slurp(out), payload);
   EXPECT_FALSE(fs::exists(out.string() + ".part"));
   EXPECT_NE(printed.find("Downloading w.pt"), std::string::npos) << printed;
-  EXPECT_NE(printed.find("0.3/0.3 MB"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("0.30/0.30 MB"), std::string::npos) << printed;
   EXPECT_NE(printed.find(" MB/s]"), std::string::npos) << printed;
   EXPECT_NE(printed.find("100%"), std::string::npos) << printed;
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,17 +45,34 @@ int env_int(const char* name, int fallback, int lo) {
 
 }  // namespace
 
-DownloadLock::DownloadLock(const std::string& file, const std::string& what)
-    : fd_(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-  if (fd_ < 0) return;  // an unwritable folder: nothing can be downloaded into it either
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-  log_info("waiting for another process downloading " + what + " (lock " + file + ")");
-  while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+DownloadLock::DownloadLock(const std::string& file, const std::string& what) : file_(file) {
+  bool said = false;
+  for (;;) {
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;  // an unwritable folder: nothing can be downloaded into it either
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (!said)
+        log_info("waiting for another process downloading " + what + " (lock " + file + ")");
+      said = true;
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+    // The holder before removes the file as it lets go: a lock on a file no longer at `file`
+    // guards nothing, so it is taken again on the file there now.
+    struct stat held {
+    }, now{};
+    if (::fstat(fd_, &held) == 0 && ::stat(file.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_dev == now.st_dev) {
+      return;
+    }
+    ::close(fd_);
   }
 }
 
 DownloadLock::~DownloadLock() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ < 0) return;
+  ::unlink(file_.c_str());  // while still held: a waiter then finds it gone and locks afresh
+  ::close(fd_);
 }
 
 FetchOptions fetch_options_from_env() {

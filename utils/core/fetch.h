@@ -27,8 +27,9 @@ struct FetchOptions {
 };
 
 // An flock on `file` (made when missing) while this process downloads `what`: another process
-// asking for the same waits, saying so, then finds what the first fetched. Released with the
-// object, or with its process however that ends.
+// asking for the same waits, saying so, then finds what the first fetched. Released, and the file
+// removed, with the object; a killed holder's lock ends with its process (the file stays, and
+// is locked again by the next one).
 class DownloadLock {
  public:
   DownloadLock(const std::string& file, const std::string& what);
@@ -37,7 +38,8 @@ class DownloadLock {
   DownloadLock& operator=(const DownloadLock&) = delete;
 
  private:
-  int fd_;
+  std::string file_;
+  int fd_ = -1;
 };
 
 // The options with YOLO_DOWNLOAD_TIMEOUT (stall seconds) and YOLO_DOWNLOAD_ATTEMPTS applied.

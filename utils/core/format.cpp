@@ -147,7 +147,7 @@ std::vector<std::string> close_words(const std::string& word,
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
   for (const auto& n : near) {
-    if (out.size() < limit) out.push_back(n.second);
+    if (out.size() < limit && n.first == near.front().first) out.push_back(n.second);
   }
   return out;
 }

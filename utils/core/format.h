@@ -30,8 +30,9 @@ std::string json_quote(const std::string& s);
 std::string closest_word(const std::string& word, const std::vector<std::string>& candidates,
                          size_t max_edits = 2);
 
-// Every candidate within `max_edits` of `word` (a swap of two neighbours counts as one edit),
-// closest first, at most `limit`: a did-you-mean lists them all, as Ultralytics' does.
+// The candidates closest to `word` within `max_edits` (a swap of two neighbours counts as one
+// edit), all those as close as the closest, at most `limit`: a did-you-mean names every one
+// (`modle`: mode, model), as Ultralytics' does.
 std::vector<std::string> close_words(const std::string& word,
                                      const std::vector<std::string>& candidates,
                                      size_t max_edits = 2, size_t limit = 3);

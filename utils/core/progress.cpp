@@ -22,6 +22,16 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+namespace {
+
+// Bytes as MB to three significant digits, as tqdm's sizes: 0.31, 4.17, 12.3, 123.
+std::string megabytes_3(int64_t bytes) {
+  const double mb = bytes / 1e6;
+  return format_number(mb < 10 ? "%.2f" : mb < 100 ? "%.1f" : "%.0f", mb);
+}
+
+}  // namespace
+
 std::string format_progress(const std::string& desc, int64_t done, int64_t total, double elapsed,
                             int64_t images, bool bytes) {
   total = std::max<int64_t>(total, 1);
@@ -49,8 +59,7 @@ std::string format_progress(const std::string& desc, int64_t done, int64_t total
   char head[16];
   std::snprintf(head, sizeof(head), "%3.0f%%|", std::floor(frac * 100));
   std::string count = std::to_string(done) + "/" + std::to_string(total);
-  if (bytes)
-    count = format_number("%.1f", done / 1e6) + "/" + format_number("%.1f MB", total / 1e6);
+  if (bytes) count = megabytes_3(done) + "/" + megabytes_3(total) + " MB";
   out +=
       head + bar + "| " + count + " [" + format_duration(elapsed) + "<" + remaining + ", " + tail;
   if (images > 0 && elapsed > 0) {

@@ -72,8 +72,8 @@ double Hyp::*known_field(const std::string& key) {
 std::string unknown_key_hint(const std::string& key) {
   std::vector<std::string> names;
   for (const auto& f : fields()) names.push_back(f.first);
-  const std::string best = closest_word(key, names);
-  if (!best.empty()) return "did you mean '" + best + "'?";
+  const std::vector<std::string> near = close_words(key, names);
+  if (!near.empty()) return "did you mean " + quoted_choices(near) + "?";
   return "YOLOv5 v7.0 keys only; see hyp/hyp.scratch-low.yaml for the full list";
 }
 
