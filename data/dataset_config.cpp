@@ -262,17 +262,20 @@ void ensure_dataset(const DatasetConfig& cfg, bool is_rank0, const std::function
     try {
       // One process at a time fetches or makes a dataset: a second run started on the same data
       // YAML waits, then finds the data.
-      std::error_code ec;
-      const fs::path root(cfg.root);
-      fs::create_directories(root.parent_path(), ec);
-      const DownloadLock lock(
-          (root.parent_path() / ("." + root.filename().string() + ".download.lock")).string(),
-          "the dataset " + one_line(cfg.root));
-      if (!missing_sources(cfg).empty()) {
-        if (cfg.generate == "shapes") {
-          ensure_shapes_dataset(cfg.root);
-        } else if (!cfg.downloads.empty()) {
-          download_dataset(cfg.downloads);
+      if (cfg.generate == "shapes" || !cfg.downloads.empty()) {
+        std::error_code ec;
+        fs::path root = fs::path(cfg.root).lexically_normal();
+        if (root.filename().empty()) root = root.parent_path();  // "data/" names "data"
+        fs::create_directories(root.parent_path(), ec);
+        const DownloadLock lock(
+            (root.parent_path() / ("." + root.filename().string() + ".download.lock")).string(),
+            "the dataset " + one_line(cfg.root));
+        if (!missing_sources(cfg).empty()) {
+          if (cfg.generate == "shapes") {
+            ensure_shapes_dataset(cfg.root);
+          } else {
+            download_dataset(cfg.downloads);
+          }
         }
       }
     } catch (...) {

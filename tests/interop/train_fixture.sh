@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: train_fixture.sh BIN_DIR OUT_DIR
 # The model the interoperability tests share: yolov5n trained 40 epochs at 160 px on the built-in
-# shapes data (about 2.5 minutes on one thread), in OUT_DIR/runs/exp; data in OUT_DIR/shapes.
+# shapes data (16 s an epoch on one thread of the 2-core AMD EPYC machine, 2026-12-02), in
+# OUT_DIR/runs/exp; data in OUT_DIR/shapes.
 # One intra-op thread: ctest runs another test beside it, and two processes of two OpenMP
 # threads each on two cores spin against each other (a run then takes 5x longer).
 set -euo pipefail

@@ -59,8 +59,8 @@ DownloadLock::DownloadLock(const std::string& file, const std::string& what) : f
     }
     // The holder before removes the file as it lets go: a lock on a file no longer at `file`
     // guards nothing, so it is taken again on the file there now.
-    struct stat held {
-    }, now{};
+    struct stat held = {};
+    struct stat now = {};
     if (::fstat(fd_, &held) == 0 && ::stat(file.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
         held.st_dev == now.st_dev) {
       return;
