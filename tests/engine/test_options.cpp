@@ -475,7 +475,8 @@ TEST(Hyp, HypSetOverridesTheFileAndIsChecked) {
   EXPECT_DOUBLE_EQ(h.lrf, file.lrf);
   EXPECT_DOUBLE_EQ(h.momentum, file.momentum);
   EXPECT_EQ(yolo::check_hyp_set({"lr0=0.02", "fliplr=0"}), "");
-  EXPECT_NE(yolo::check_hyp_set({"lr=0.02"}).find("did you mean 'lr0' or 'lrf'?"), std::string::npos);
+  EXPECT_NE(yolo::check_hyp_set({"lr=0.02"}).find("did you mean 'lr0' or 'lrf'?"),
+            std::string::npos);
   EXPECT_NE(yolo::check_hyp_set({"lr0"}).find("not key=value"), std::string::npos);
   EXPECT_NE(yolo::check_hyp_set({"lr0=fast"}).find("must be a number"), std::string::npos);
   EXPECT_NE(usage_error({"--hyp-set", "lr=1"}).find("--hyp-set: unknown hyperparameter 'lr'"),
