@@ -6,8 +6,13 @@
 //           world size, GradSync and 3 optimizer steps (the last one accumulating two batches with
 //           no_sync on the first) ends with the weights of 1 process x 16 images (1e-4), and the
 //           parameters are identical on every rank after every step.
+//   silent: rank 1 stops itself (SIGSTOP) while rank 0 waits in the store for a key that never
+//           comes, as it waits for another rank's share of validation: rank 0's heartbeat
+//           watchdog must end it with exit 1 naming rank 1 within the 5 s timeout
+//           (tests/distributed/test_silent_rank.sh checks what torchrun then reports).
 #include <torch/torch.h>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -194,14 +199,22 @@ int main(int argc, char** argv) {
       std::cerr << "run under torchrun with 2 or more processes\n";
       return 2;
     }
-    auto pg = init_process_group(env, "gloo", std::chrono::seconds(60));
+    const bool silent = mode == "silent";
+    auto pg = init_process_group(env, "gloo", std::chrono::seconds(silent ? 5 : 60));
+    if (silent) {
+      pg->barrier();
+      if (env.rank == 1) std::raise(SIGSTOP);
+      pg->store_get("never", std::chrono::hours(1));
+      std::cerr << "dist_equivalence silent: the wait ended without the watchdog\n";
+      return 3;
+    }
     int failures = 0;
     if (mode == "syncbn") {
       failures = test_syncbn(pg);
     } else if (mode == "ddp") {
       failures = test_ddp(pg);
     } else {
-      std::cerr << "usage: dist_equivalence syncbn|ddp\n";
+      std::cerr << "usage: dist_equivalence syncbn|ddp|silent\n";
       return 2;
     }
     at::Tensor f = torch::full({1}, static_cast<double>(failures), torch::kDouble);

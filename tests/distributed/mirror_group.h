@@ -29,6 +29,7 @@ class MirrorGroup : public ProcessGroup {
   void job_store_set(const std::string&, const std::string&) override {}
   std::string job_store_get_or(const std::string&, const std::string& f) override { return f; }
   void shutdown() override {}
+  void abort() override {}
   std::vector<int64_t> sizes;
 };
 

@@ -168,6 +168,20 @@ TEST_F(LauncherTest, KeepsAGivenOmpNumThreads) {
   EXPECT_EQ(read("omp.1"), "5\n");
 }
 
+TEST_F(LauncherTest, SetsNcclAsyncErrorHandlingAsTorchrunUnlessGiven) {
+  {
+    ScopedEnv nccl("TORCH_NCCL_ASYNC_ERROR_HANDLING", nullptr);
+    const Result r = launch("echo $TORCH_NCCL_ASYNC_ERROR_HANDLING > \"$D/nccl.$RANK\"", 2);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(read("nccl.0"), "1\n");
+    EXPECT_EQ(read("nccl.1"), "1\n");
+  }
+  ScopedEnv nccl("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3");
+  const Result r = launch("echo $TORCH_NCCL_ASYNC_ERROR_HANDLING > \"$D/given.$RANK\"", 2);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read("given.1"), "3\n");
+}
+
 TEST_F(LauncherTest, OnlyRankZeroPrintsWhenAllSucceed) {
   const Result r = launch("echo \"out of rank $RANK\"; echo \"err of rank $RANK\" >&2", 2);
   EXPECT_EQ(r.status, 0) << r.err;

@@ -76,9 +76,9 @@ DistContext start_distributed(const DistOptions& opt, DeviceSelection& dev) {
   } else if (const char* t = std::getenv("OMP_NUM_THREADS"); t && std::atoi(t) > 0) {
     torch::set_num_threads(std::atoi(t));  // torchrun's default is 1 thread per rank
   }
-  // Gloo: 60 s (YOLOv5 #3680); NCCL: c10d's default of 30 minutes.
+  // Gloo: 60 s (as YOLOv5); NCCL: PyTorch's default of 10 minutes.
   const int timeout_s =
-      opt.timeout_seconds > 0 ? opt.timeout_seconds : (backend == "gloo" ? 60 : 1800);
+      opt.timeout_seconds > 0 ? opt.timeout_seconds : (backend == "gloo" ? 60 : 600);
   // Only rank 0 (global RANK, also in multi-node) logs; the others print errors only.
   set_log_enabled(env.rank == 0);
   set_log_tag("[rank" + std::to_string(env.rank) + "] ");

@@ -48,7 +48,7 @@ struct DistOptions {
   int local_rank = -1;      // --local_rank
   int batch_size = 16;      // total over the ranks (the log line shows each rank's share)
   std::string backend;      // --dist-backend: "", "nccl" or "gloo"
-  int timeout_seconds = 0;  // --dist-timeout; 0: 60 for Gloo, NCCL's default otherwise
+  int timeout_seconds = 0;  // --dist-timeout; 0: 60 for Gloo, 600 for NCCL
 };
 
 // Reads the launcher's environment. Single process: selects opt.device. DDP (the options' rules

@@ -22,12 +22,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <future>
 #include <map>
 #include <memory>
@@ -71,11 +73,16 @@ int env_int(const char* name, int fallback, int min_value) {
 }
 
 // Every rank bumps a counter in the store once a second, on a connection of its own (the main
-// one may sit in a long wait), so a rank whose collective failed can name the peer that went
-// silent instead of reporting a closed socket.
+// one may sit in a long wait), and watches its peers' counters: a peer whose counter stands still
+// for the collective timeout (stopped, hung, cut off) ends this rank with exit 1 and one line
+// naming it, whatever the main thread waits in (a Gloo or NCCL collective, a store wait for a
+// share of validation). NCCL's own wait() only makes the stream wait, so without this a hung
+// NCCL peer would end in its watchdog's SIGABRT with nothing said. A rank that ends normally says
+// so in the store first, so its silence afterwards is not taken for a hang.
 class Heartbeat {
  public:
-  Heartbeat(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env) {
+  Heartbeat(const DistEnv& env, std::chrono::milliseconds timeout)
+      : env_(env), timeout_(timeout), watched_(watched_peers(env)) {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env.master_port);
     so.isServer = false;
@@ -92,6 +99,16 @@ class Heartbeat {
     }
     cv_.notify_all();
     thread_.join();
+  }
+
+  // This rank is ending (normally or with its own error, which it reports itself): its peers stop
+  // watching it. Never throws.
+  void say_done() const {
+    try {
+      store_->set(done_key(env_.rank), std::vector<uint8_t>{1});
+    } catch (const std::exception&) {
+      // The store is gone: nobody is watching any more.
+    }
   }
 
   // The ranks whose counter stands still over `window`, as "rank 1, rank 3"; "" if none or unknown.
@@ -115,19 +132,76 @@ class Heartbeat {
 
  private:
   static std::string key(int rank) { return "hb/" + std::to_string(rank); }
+  static std::string done_key(int rank) { return "done/" + std::to_string(rank); }
+
+  // Every peer in worlds of up to 32 ranks; beyond, the neighbours on a ring and rank 0, so the
+  // store answers O(world) reads a second: a silent rank still ends its watchers, and the
+  // launcher then ends the rest.
+  static std::vector<int> watched_peers(const DistEnv& env) {
+    const int w = env.world_size, r = env.rank;
+    std::vector<int> peers;
+    if (w <= 32) {
+      for (int k = 0; k < w; ++k)
+        if (k != r) peers.push_back(k);
+      return peers;
+    }
+    for (int k : {(r + w - 1) % w, (r + 1) % w, 0})
+      if (k != r && std::find(peers.begin(), peers.end(), k) == peers.end()) peers.push_back(k);
+    return peers;
+  }
+
+  [[noreturn]] void end_rank(const std::string& cause) const {
+    const std::string msg = "rank " + std::to_string(env_.rank) + ": " + cause +
+                            "; ending this rank (--dist-timeout " +
+                            std::to_string(timeout_.count() / 1000) + " s)";
+    log_error(msg);
+    write_elastic_error_file(env_.error_file, "RuntimeError", msg);
+    std::fflush(nullptr);
+    std::_Exit(1);  // the main thread may be blocked in a collective that never returns
+  }
+
   void run() {
+    using Clock = std::chrono::steady_clock;
+    std::vector<int64_t> count(watched_.size(), -1);
+    std::vector<Clock::time_point> changed(watched_.size(), Clock::now());
+    std::vector<bool> done(watched_.size(), false);
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
+      const auto t0 = Clock::now();
       try {
         store_->add(key(env_.rank), 1);
+        for (size_t i = 0; i < watched_.size() && !stop_; ++i) {
+          if (done[i] || (done[i] = store_->check({done_key(watched_[i])}))) continue;
+          const int64_t c = store_->add(key(watched_[i]), 0);
+          const auto now = Clock::now();
+          if (c != count[i]) {
+            count[i] = c;
+            changed[i] = now;
+          } else if (now - changed[i] > timeout_) {
+            end_rank(
+                "lost rank " + std::to_string(watched_[i]) + " (no heartbeat for " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::seconds>(now - changed[i]).count()) +
+                " s: stopped, hung or cut off from the network)");
+          }
+        }
       } catch (const std::exception&) {
-        return;  // the store is gone; the collectives will report it
+        // A store that went away at once is a rank 0 that ended (the collectives report a crash);
+        // one that stopped answering for the whole timeout is a stopped or hung store host.
+        if (!stop_ && !env_.agent_store && env_.rank != 0 && Clock::now() - t0 >= timeout_) {
+          end_rank("rank 0, which hosts the rendezvous store, did not answer for " +
+                   std::to_string(timeout_.count() / 1000) +
+                   " s (stopped, hung or cut off from the network)");
+        }
+        return;
       }
       cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
     }
   }
 
   DistEnv env_;
+  std::chrono::milliseconds timeout_;
+  std::vector<int> watched_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -241,6 +315,7 @@ class C10dGroup : public ProcessGroup {
   }
   void shutdown() override {
     if (!pg_) return;
+    if (hb_) hb_->say_done();
 #if TORCH_VERSION_MAJOR >= 2
     // 2.x's NCCL group warns at exit, and may abort, when destroyed without a shutdown.
     try {
@@ -251,7 +326,25 @@ class C10dGroup : public ProcessGroup {
 #endif
     pg_.reset();
   }
-  ~C10dGroup() override { shutdown(); }
+  void abort() override {
+    if (!pg_) return;
+    if (hb_) hb_->say_done();
+#if TORCH_VERSION_MAJOR >= 2
+    try {
+      pg_->abort();  // unlike shutdown, never waits for kernels that wait for a lost peer
+    } catch (const std::exception&) {
+    }
+#endif
+    pg_.reset();
+  }
+  // Destroyed while an error unwinds (a peer lost, a bad image): abort, which cannot block.
+  ~C10dGroup() override {
+    if (std::uncaught_exceptions() > 0) {
+      abort();
+    } else {
+      shutdown();
+    }
+  }
 
  private:
   PgImpl& impl() const {

@@ -63,6 +63,8 @@ class ProcessGroup {
   // Ends the group's work cleanly (NCCL's watchdog and communicators) before it is destroyed, as
   // destroy_process_group(); later collectives fail. Called by the destructor too; never throws.
   virtual void shutdown() = 0;
+  // Ends the group without waiting for work in flight (NCCL's abort), for the error path.
+  virtual void abort() = 0;
 };
 
 // Connects to the store and creates the group. `backend` is "gloo" or "nccl" (NCCL needs a build

@@ -186,7 +186,7 @@ std::vector<std::string> worker_env(int rank, int nproc, const std::string& addr
                                           "LOCAL_WORLD_SIZE",
                                           "TORCHELASTIC_USE_AGENT_STORE"};
   std::vector<std::string> env;
-  bool omp_set = false;
+  bool omp_set = false, nccl_set = false;
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
     const std::string key = kv.substr(0, kv.find('='));
@@ -194,6 +194,7 @@ std::vector<std::string> worker_env(int rank, int nproc, const std::string& addr
       continue;
     }
     if (key == "OMP_NUM_THREADS") omp_set = true;
+    if (key == "TORCH_NCCL_ASYNC_ERROR_HANDLING") nccl_set = true;
     env.push_back(kv);
   }
   env.push_back("MASTER_ADDR=" + addr);
@@ -206,6 +207,9 @@ std::vector<std::string> worker_env(int rank, int nproc, const std::string& addr
   // are those of the affinity mask and the cgroup's CPU quota.
   if (!omp_set)
     env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1, usable_cpus() / nproc)));
+  // As torchrun: NCCL's watchdog tears the process down when a collective fails or times out,
+  // instead of leaving it blocked in a kernel that waits for a peer that is gone.
+  if (!nccl_set) env.push_back("TORCH_NCCL_ASYNC_ERROR_HANDLING=1");
   return env;
 }
 

@@ -189,7 +189,7 @@ const std::vector<Flag>& flags() {
           .metavar("nccl|gloo")
           .check(empty_or_one_of({"nccl", "gloo"})),
       Bind("dist-timeout", &O::dist_timeout, "dist_timeout",
-           "process group timeout in seconds (0: 60 for gloo, NCCL's default)")
+           "process group timeout in seconds (0: 60 for gloo, 600 for nccl)")
           .metavar("SECONDS")
           .check(at_least(0, "must be >= 0 seconds")),
       // Not in opt.yaml: the workers run without it, and a resume may use it or not.

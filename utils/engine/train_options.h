@@ -55,7 +55,7 @@ struct Options {
   std::string augment_device = "cpu";
   int local_rank = -1;
   std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
-  int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, NCCL's default otherwise
+  int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, 600 for NCCL
   // --nproc-per-node: 0 = no launcher, -1 = auto, else N >= 2 workers. Not in opt.yaml: the
   // workers run without it, and a run may be resumed with or without the launcher.
   int nproc_per_node = 0;
