@@ -15,6 +15,8 @@
 #include "data/file_lists.h"
 #include "data/image_io.h"
 #include "data/label_cache.h"
+#include "data/parallel_for.h"
+#include "data/shared_ram_cache.h"
 #include "utils/core/errors.h"
 #include "utils/core/log.h"
 
@@ -29,31 +31,6 @@ std::string format_gib(int64_t bytes) {
   return buf;
 }
 
-// Runs fn(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
-template <typename Fn>
-void parallel_for(size_t n, int threads, Fn fn) {
-  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<size_t> next{0};
-  std::exception_ptr error;
-  std::mutex m;
-  auto work = [&] {
-    for (size_t i; (i = next++) < n;) {
-      try {
-        fn(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(m);
-        if (!error) error = std::current_exception();
-        next = n;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
-
 }  // namespace
 
 YoloDataset::YoloDataset(const std::vector<std::string>& sources, DatasetOptions opt)
@@ -65,11 +42,10 @@ YoloDataset::YoloDataset(const std::vector<std::string>& sources, DatasetOptions
     throw UsageError("dataset: imgsz, batch size and stride must be positive");
   }
   const auto files = list_image_files(sources);
-  const std::string cache_path = label_cache_path(sources, files);
+  const std::string cache_path = cache_file_in(label_cache_path(sources, files), opt_.cache_dir);
   // single_cls folds every class to 0, so ids are not checked against nc (which is then 1).
   const int check_nc = opt_.single_cls ? std::numeric_limits<int>::max() : opt_.nc;
-  LabelScan scan =
-      load_labels(files, cache_path, check_nc, opt_.barrier, opt_.is_rank0, opt_.threads);
+  LabelScan scan = load_labels(files, cache_path, check_nc, opt_.ranks, opt_.threads);
   if (opt_.augment && scan.found == 0) {
     throw std::runtime_error(cache_path +
                              ": no labels found, cannot train; put YOLO .txt labels "
@@ -131,18 +107,44 @@ void YoloDataset::make_rect_shapes() {
 
 // Bytes of every image resized as load_image resizes it (exact: the sizes come from the label
 // scan), so --cache ram is refused before it fills the memory rather than after.
+namespace {
+// An image's size after resize_to_imgsz.
+cv::Size resized_size(cv::Size sz, int imgsz) {
+  const double r = static_cast<double>(imgsz) / std::max(sz.width, sz.height);
+  return {static_cast<int>(std::ceil(sz.width * r)), static_cast<int>(std::ceil(sz.height * r))};
+}
+}  // namespace
+
 int64_t YoloDataset::ram_cache_required() const {
   int64_t bytes = 0;
   for (const cv::Size& sz : sizes_) {
-    const double r = static_cast<double>(opt_.imgsz) / std::max(sz.width, sz.height);
-    bytes += static_cast<int64_t>(std::ceil(sz.width * r)) *
-             static_cast<int64_t>(std::ceil(sz.height * r)) * 3;
+    const cv::Size r = resized_size(sz, opt_.imgsz);
+    bytes += int64_t{r.width} * r.height * 3;
   }
   return bytes;
 }
 
+// --cache ram with several ranks: one copy per machine in shared memory, filled by its ranks.
+void YoloDataset::cache_images_shared() {
+  std::vector<cv::Size> slots;
+  for (const cv::Size& sz : sizes_) slots.push_back(resized_size(sz, opt_.imgsz));
+  shared_ram_ = SharedRamCache::create(
+      slots,
+      [this](size_t i) { return resize_to_imgsz(read_image(files_[i]), opt_.imgsz, opt_.augment); },
+      *opt_.ranks, opt_.threads);
+  if (!shared_ram_) {
+    opt_.cache.clear();
+    return;
+  }
+  ram_.resize(files_.size());
+  for (size_t i = 0; i < files_.size(); ++i) ram_[i] = shared_ram_->image(i);
+  ram_bytes_ = shared_ram_->bytes();
+}
+
 void YoloDataset::cache_images() {
-  if (opt_.cache == "ram") {
+  if (opt_.cache == "ram" && opt_.ranks && opt_.ranks->size() > 1) {
+    cache_images_shared();
+  } else if (opt_.cache == "ram") {
     // As YOLOv5's check_cache_ram: a tenth of headroom over what the images take.
     const int64_t required = ram_cache_required(), available = available_memory_bytes();
     if (available > 0 && static_cast<double>(required) * 1.1 > static_cast<double>(available)) {
@@ -166,7 +168,7 @@ void YoloDataset::cache_images() {
     std::atomic<size_t> written{0};
     try {
       parallel_for(files_.size(), opt_.threads, [&](size_t i) {
-        const std::string npy = npy_path_for(files_[i]);
+        const std::string npy = cache_file_in(npy_path_for(files_[i]), opt_.cache_dir);
         std::error_code ec;
         if (fs::exists(npy, ec)) return;
         if (!folder_writable(fs::path(npy).parent_path().string())) {
@@ -180,22 +182,21 @@ void YoloDataset::cache_images() {
       opt_.cache.clear();
       return;
     }
-    log_info("Disk image cache: " + std::to_string(written) +
-             " .npy files written next to the "
-             "images, " +
+    log_info("Disk image cache: " + std::to_string(written) + " .npy files written " +
+             (opt_.cache_dir.empty() ? "next to the images" : "to " + opt_.cache_dir) + ", " +
              std::to_string(files_.size() - written) + " reused");
   }
 }
 
 cv::Mat YoloDataset::load_image(size_t i) const {
-  if (!ram_.empty()) return ram_[i];
+  if (!ram_.empty() && !ram_[i].empty()) return ram_[i];
   if (image_cache_) {
     cv::Mat cached = image_cache_->find(i);
     if (!cached.empty()) return cached;
   }
   cv::Mat im;
   if (opt_.cache == "disk") {
-    const std::string npy = npy_path_for(files_[i]);
+    const std::string npy = cache_file_in(npy_path_for(files_[i]), opt_.cache_dir);
     std::error_code ec;
     im = fs::exists(npy, ec) ? load_npy(npy) : read_image(files_[i]);
   } else {

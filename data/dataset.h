@@ -11,8 +11,11 @@
 #include "data/augment.h"
 #include "data/image_cache.h"
 #include "data/labels.h"
+#include "utils/core/rank_exchange.h"
 
 namespace yolo {
+
+class SharedRamCache;
 
 struct DatasetOptions {
   int imgsz = 640;
@@ -26,6 +29,9 @@ struct DatasetOptions {
   // fixed-input model's); empty means imgsz x imgsz.
   cv::Size letterbox_shape;
   std::string cache;  // "", "ram" or "disk"
+  // Where the label cache and --cache disk's files go instead of beside the data (a read-only
+  // dataset), resolved by resolve_cache_dir; "" beside the data.
+  std::string cache_dir;
   // Without "ram": the bytes of decoded, resized images kept in memory (see ImageCache); -1 the
   // default (default_image_cache_bytes()), 0 none.
   int64_t image_cache_bytes = -1;
@@ -34,9 +40,9 @@ struct DatasetOptions {
   // Ultralytics' close_mosaic: samples of this epoch and later are letterboxed, never mosaics
   // (nor the mixup drawn with one); -1: mosaic throughout.
   int64_t close_mosaic_epoch = -1;
-  int threads = 0;                // for checking labels and caching images; 0 = hardware threads
-  std::function<void()> barrier;  // see load_labels: rank 0 builds the cache, others wait
-  bool is_rank0 = true;
+  int threads = 0;  // for checking labels and caching images; 0 = hardware threads
+  // The ranks that load this split together (see load_labels); null: this process alone.
+  const RankExchange* ranks = nullptr;
 };
 
 // How a sample's pixels relate to the original image: original size and the scale and padding
@@ -111,6 +117,7 @@ class YoloDataset {
  private:
   void make_rect_shapes();
   void cache_images();
+  void cache_images_shared();
   int64_t ram_cache_required() const;
   template <typename Fn>
   auto with_path(size_t index, Fn fn) const;
@@ -125,7 +132,8 @@ class YoloDataset {
   std::vector<cv::Size> sizes_;  // width x height of the originals
   std::vector<cv::Size> batch_shapes_;
   std::vector<size_t> indices_;
-  std::vector<cv::Mat> ram_;  // resized images with --cache ram
+  std::vector<cv::Mat> ram_;  // resized images with --cache ram (over shared_ram_ with ranks)
+  std::shared_ptr<SharedRamCache> shared_ram_;
   int64_t ram_bytes_ = 0;
   std::unique_ptr<ImageCache> image_cache_;  // without --cache ram
 };

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+
+#include "utils/core/errors.h"
 
 namespace fs = std::filesystem;
 
@@ -89,6 +93,36 @@ std::string label_cache_path(const std::vector<std::string>& sources,
   }
   const fs::path first_label(image_to_label_path(image_files.at(0)));
   return first_label.parent_path().string() + ".cache";
+}
+
+std::string cache_file_in(const std::string& path, const std::string& cache_dir) {
+  if (cache_dir.empty()) return path;
+  std::error_code ec;
+  fs::path folder = fs::absolute(fs::path(path).parent_path(), ec).lexically_normal();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const unsigned char c : folder.string()) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return (fs::path(cache_dir) / (std::string(hex) + "-" + fs::path(path).filename().string()))
+      .string();
+}
+
+std::string resolve_cache_dir(const std::string& flag_value) {
+  std::string dir = flag_value, from = "--cache-dir " + flag_value;
+  if (dir.empty()) {
+    const char* env = std::getenv("YOLO_CACHE_DIR");
+    if (!env || !*env) return "";
+    dir = env;
+    from = std::string("YOLO_CACHE_DIR=") + env;
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) {
+    throw UsageError(from + ": cannot make the cache folder (" +
+                     (ec ? ec.message() : std::string("not a folder")) +
+                     "); name a writable folder, or leave it unset to keep caches beside the data");
+  }
+  return dir;
 }
 
 }  // namespace yolo

@@ -23,4 +23,14 @@ std::string image_to_label_path(const std::string& image_path);
 std::string label_cache_path(const std::vector<std::string>& sources,
                              const std::vector<std::string>& image_files);
 
+// Where a cache file at `path` (beside the data) goes instead when caches have a folder of their
+// own (`cache_dir`, "" for none): cache_dir/<hash of path's folder>-<file name>, so a read-only
+// dataset can be cached and two datasets never share a file.
+std::string cache_file_in(const std::string& path, const std::string& cache_dir);
+
+// The cache folder in force: `flag_value` (--cache-dir) when given, else $YOLO_CACHE_DIR, else ""
+// (caches beside the data). A folder that cannot be made is a UsageError naming where it came
+// from.
+std::string resolve_cache_dir(const std::string& flag_value);
+
 }  // namespace yolo

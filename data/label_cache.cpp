@@ -91,11 +91,12 @@ class Reader {
   size_t pos_ = 0;
 };
 
-void report(const LabelScan& scan, const std::string& cache_path) {
+void report(const LabelScan& scan, const std::string& cache_path, int ranks) {
   for (const auto& m : scan.messages) log_warn(one_line(m));
   std::ostringstream s;
-  s << (scan.from_cache ? "Labels from " : "Scanned labels for ") << cache_path << ": "
-    << scan.found << " found, " << scan.missing << " missing, " << scan.empty << " empty, "
+  s << (scan.from_cache ? "Labels from " : "Scanned labels for ") << cache_path;
+  if (ranks > 1) s << " on " << ranks << " ranks";
+  s << ": " << scan.found << " found, " << scan.missing << " missing, " << scan.empty << " empty, "
     << scan.corrupt << " corrupt";
   log_info(one_line(s.str()));
 }
@@ -231,41 +232,92 @@ bool try_read_cache(const std::string& path, uint64_t hash, LabelScan& out) {
 
 }  // namespace
 
-LabelScan load_labels(const std::vector<std::string>& images, const std::string& cache_path, int nc,
-                      const std::function<void()>& barrier, bool is_rank0, int threads) {
-  const uint64_t hash = label_files_hash(images, nc);
-  LabelScan scan;
-  bool have = false;
-  if (is_rank0) {
-    have = try_read_cache(cache_path, hash, scan);
-    if (!have) {
-      scan = scan_labels(images, nc, threads);
-      have = true;
-      const std::string dir = std::filesystem::path(cache_path).parent_path().string();
-      std::error_code ec;
-      if (!std::filesystem::is_directory(dir, ec)) {
-        // No labels folder at all: the scan's own message (no labels found) says what is wrong.
-      } else if (!folder_writable(dir)) {
-        log_warn("label cache not saved: " + dir +
-                 " is not writable; labels will be re-checked "
-                 "next time");
-      } else {
-        try {
-          write_file_atomic(cache_path, encode_label_cache(scan));
-          log_info("New label cache created: " + cache_path);
-        } catch (const std::exception& e) {
-          log_warn("label cache not saved (" + std::string(e.what()) +
-                   "); labels will be re-checked next time");
-        }
-      }
+namespace {
+
+// Writes the cache next to the labels; a folder we may not write only warns.
+void save_cache(const LabelScan& scan, const std::string& cache_path) {
+  const std::string dir = std::filesystem::path(cache_path).parent_path().string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    // No labels folder at all: the scan's own message (no labels found) says what is wrong.
+  } else if (!folder_writable(dir)) {
+    log_warn("label cache not saved: " + dir +
+             " is not writable; labels will be re-checked next time (--cache-dir or "
+             "YOLO_CACHE_DIR names a folder for caches)");
+  } else {
+    try {
+      write_file_atomic(cache_path, encode_label_cache(scan));
+      log_info("New label cache created: " + cache_path);
+    } catch (const std::exception& e) {
+      log_warn("label cache not saved (" + std::string(e.what()) +
+               "); labels will be re-checked next time");
     }
   }
-  if (barrier) barrier();
-  if (!have) {
-    have = try_read_cache(cache_path, hash, scan);
-    if (!have) scan = scan_labels(images, nc, threads);  // e.g. rank 0 could not write it
+}
+
+// Every rank checks its contiguous share of `images`; rank 0 joins the shares in rank order (the
+// scan one process makes), writes the cache and hands the result to the others.
+LabelScan scan_shared(const std::vector<std::string>& images, const std::string& cache_path, int nc,
+                      uint64_t hash, const RankExchange& ranks, int threads) {
+  const RankShare share = rank_share(images.size(), ranks.rank(), ranks.size());
+  const std::vector<std::string> mine(images.begin() + share.first, images.begin() + share.last);
+  LabelScan part = scan_labels(mine, nc, threads);
+  part.hash = hash;
+  const std::vector<std::string> parts = ranks.gather_to_rank0(
+      "its share of the label check for " + cache_path, encode_label_cache(part));
+  std::string merged;
+  LabelScan scan;
+  if (ranks.rank() == 0) {
+    scan.hash = hash;
+    for (size_t r = 0; r < parts.size(); ++r) {
+      if (!decode_label_cache(parts[r], hash, part)) {
+        throw std::runtime_error("rank " + std::to_string(r) + "'s label check for " + cache_path +
+                                 " arrived damaged");
+      }
+      for (auto& rec : part.records) scan.records.push_back(std::move(rec));
+      for (auto& m : part.messages) scan.messages.push_back(std::move(m));
+      scan.found += part.found, scan.missing += part.missing;
+      scan.empty += part.empty, scan.corrupt += part.corrupt;
+    }
+    save_cache(scan, cache_path);
+    merged = encode_label_cache(scan);
   }
-  if (is_rank0) report(scan, cache_path);
+  merged = ranks.broadcast_from_rank0("the joined label check for " + cache_path, merged);
+  if (ranks.rank() != 0 && !decode_label_cache(merged, hash, scan)) {
+    throw std::runtime_error("rank 0's label check for " + cache_path + " arrived damaged");
+  }
+  scan.from_cache = false;
+  return scan;
+}
+
+}  // namespace
+
+LabelScan load_labels(const std::vector<std::string>& images, const std::string& cache_path, int nc,
+                      const RankExchange* ranks, int threads) {
+  const bool rank0 = !ranks || ranks->rank() == 0;
+  const bool shared = ranks && ranks->size() > 1;
+  uint64_t hash = label_files_hash(images, nc);
+  LabelScan scan;
+  bool have = rank0 && try_read_cache(cache_path, hash, scan);
+  if (shared) {
+    // Rank 0's hash decides: the ranks use rank 0's files' cache (the same dataset, maybe on
+    // another machine's copy with other times).
+    const std::string verdict = ranks->broadcast_from_rank0(
+        "whether " + cache_path + " is fresh", (have ? "1 " : "0 ") + std::to_string(hash));
+    hash = std::stoull(verdict.substr(2));
+    if (verdict[0] == '0') {
+      scan = scan_shared(images, cache_path, nc, hash, *ranks, threads);
+      have = true;
+    } else if (!rank0) {
+      // A machine of its own without the file (no shared folder): this rank checks alone.
+      have = try_read_cache(cache_path, hash, scan);
+    }
+  }
+  if (!have) {
+    scan = scan_labels(images, nc, threads);
+    if (rank0) save_cache(scan, cache_path);
+  }
+  if (rank0) report(scan, cache_path, shared && !scan.from_cache ? ranks->size() : 1);
   if (scan.records.empty()) {
     throw std::runtime_error(cache_path + ": no usable images among " +
                              std::to_string(images.size()) + " (" + std::to_string(scan.corrupt) +

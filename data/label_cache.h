@@ -2,11 +2,11 @@
 // Checked labels and image sizes for one split, cached in a binary file next to the labels
 // (labels/<split>.cache) so the images are decoded and checked only once.
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "data/labels.h"
+#include "utils/core/rank_exchange.h"
 
 namespace yolo {
 
@@ -41,12 +41,13 @@ std::string encode_label_cache(const LabelScan& scan);
 bool decode_label_cache(const std::string& bytes, uint64_t expected_hash, LabelScan& out);
 
 // Labels for `images`: read from `cache_path` when fresh, else scanned and written there
-// atomically (a read-only folder only warns). With several processes, rank 0 (is_rank0) builds
-// while the others wait in `barrier` (called exactly once by every rank), then they read it.
-// Prints the warnings and the found/missing/empty/corrupt totals. Throws std::runtime_error
-// naming the cache when no usable image remains.
+// atomically (a read-only folder only warns). With several processes (`ranks`, a collective: every
+// rank calls it), rank 0 decides whether its cache is fresh; if not, each rank checks its
+// contiguous share of the images with `threads` threads and rank 0 joins the shares in order,
+// writes the cache (the same bytes one process writes) and hands the scan to the others. Rank 0
+// prints the warnings and the found/missing/empty/corrupt totals. Throws std::runtime_error naming
+// the cache when no usable image remains.
 LabelScan load_labels(const std::vector<std::string>& images, const std::string& cache_path, int nc,
-                      const std::function<void()>& barrier = {}, bool is_rank0 = true,
-                      int threads = 0);
+                      const RankExchange* ranks = nullptr, int threads = 0);
 
 }  // namespace yolo

@@ -188,7 +188,11 @@ DataLoader::DataLoader(std::shared_ptr<const YoloDataset> dataset, LoaderOptions
                opt.seed),
       workers_(loader_worker_count(opt.workers, opt.batch_size, opt.world_size)) {
   if (opt_.batch_size < 1) throw std::invalid_argument("DataLoader: batch_size must be >= 1");
-  if (dataset_->options().rect && opt_.shuffle) {
+  if (opt_.contiguous_batches) {
+    opt_.shuffle = false;
+    sampler_ = DistributedSampler::contiguous_batches(static_cast<int64_t>(dataset_->size()),
+                                                      opt_.world_size, opt_.rank, opt_.batch_size);
+  } else if (dataset_->options().rect && opt_.shuffle) {
     log_warn("--rect is incompatible with DataLoader shuffle, setting shuffle=False");
     opt_.shuffle = false;
     sampler_ = DistributedSampler(static_cast<int64_t>(dataset_->size()), opt_.world_size,

@@ -39,6 +39,9 @@ struct LoaderOptions {
   int workers = 8;      // upper bound; see loader_worker_count
   int world_size = 1;
   int rank = 0;
+  // Evaluation across ranks: this rank's contiguous share of one process's batches (see
+  // DistributedSampler::contiguous_batches); shuffle is then off.
+  bool contiguous_batches = false;
   bool shuffle = true;
   uint64_t seed = 0;
   int prefetch = 4;  // finished batches buffered ahead of the consumer (besides those in work)
@@ -109,6 +112,8 @@ class DataLoader {
   void stop();
 
   size_t num_batches() const;  // per epoch, this rank
+  // With contiguous_batches: the index, among one process's batches, of this rank's first.
+  int64_t first_batch() const { return sampler_.first_index() / opt_.batch_size; }
   const YoloDataset& dataset() const { return *dataset_; }
   int workers() const { return workers_; }
   const DistributedSampler& sampler() const { return sampler_; }

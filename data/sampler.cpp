@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -30,7 +31,24 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int
   if (num_samples_ < 0) num_samples_ = 0;
 }
 
+DistributedSampler DistributedSampler::contiguous_batches(int64_t dataset_size, int world_size,
+                                                          int rank, int batch_size) {
+  DistributedSampler s(dataset_size, world_size, rank, false);
+  if (batch_size < 1) throw std::invalid_argument("DistributedSampler: batch size must be >= 1");
+  const int64_t nb = (dataset_size + batch_size - 1) / batch_size;
+  const auto at = [&](int r) { return std::min(dataset_size, nb * r / world_size * batch_size); };
+  s.contiguous_ = true;
+  s.first_ = at(rank);
+  s.num_samples_ = at(rank + 1) - s.first_;
+  return s;
+}
+
 std::vector<int64_t> DistributedSampler::indices() const {
+  if (contiguous_) {
+    std::vector<int64_t> mine(static_cast<size_t>(num_samples_));
+    std::iota(mine.begin(), mine.end(), first_);
+    return mine;
+  }
   std::vector<int64_t> all;
   if (shuffle_ && n_ > 0) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed_ + static_cast<uint64_t>(epoch_));

@@ -13,6 +13,12 @@ class DistributedSampler {
   DistributedSampler(int64_t dataset_size, int world_size = 1, int rank = 0, bool shuffle = true,
                      uint64_t seed = 0, bool drop_last = false);
 
+  // Evaluation's split (no shuffle, nothing repeated): rank r of `world_size` takes the
+  // contiguous batches [r * nb / world, (r + 1) * nb / world) of the nb batches of `batch_size`
+  // one process makes, so that together the ranks see one process's batches, each image once.
+  static DistributedSampler contiguous_batches(int64_t dataset_size, int world_size, int rank,
+                                               int batch_size);
+
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
 
@@ -22,6 +28,8 @@ class DistributedSampler {
 
   int64_t num_samples() const { return num_samples_; }  // per rank
   int64_t total_size() const { return num_samples_ * world_; }
+  // contiguous_batches: the dataset index this rank starts at (0 otherwise).
+  int64_t first_index() const { return first_; }
 
  private:
   int64_t n_;
@@ -30,6 +38,8 @@ class DistributedSampler {
   uint64_t seed_;
   int64_t epoch_ = 0;
   int64_t num_samples_;
+  bool contiguous_ = false;
+  int64_t first_ = 0;
 };
 
 }  // namespace yolo

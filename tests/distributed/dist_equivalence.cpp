@@ -10,6 +10,8 @@
 //           comes, as it waits for another rank's share of validation: rank 0's heartbeat
 //           watchdog must end it with exit 1 naming rank 1 within the 5 s timeout
 //           (tests/distributed/test_silent_rank.sh checks what torchrun then reports).
+//   scan ROOT: every rank checks its share of the training labels of the shapes data in ROOT
+//           (tests/distributed/test_label_scan.sh compares the cache with one process's).
 #include <torch/torch.h>
 
 #include <csignal>
@@ -17,8 +19,12 @@
 #include <iostream>
 #include <string>
 
+#include "data/file_lists.h"
+#include "data/label_cache.h"
+#include "data/shapes_dataset.h"
 #include "models/yolo.h"
 #include "utils/core/paths.h"
+#include "utils/distributed/ddp_setup.h"
 #include "utils/distributed/distributed.h"
 #include "utils/distributed/grad_sync.h"
 #include "utils/distributed/sync_batchnorm.h"
@@ -188,6 +194,20 @@ int test_ddp(const std::shared_ptr<ProcessGroup>& pg) {
   return g_failures;
 }
 
+// The training labels of the shapes data in `root` (made by rank 0 when missing) checked by every
+// rank together; the cache is written to root/labels/train.cache.
+int scan(const DistEnv& env, std::shared_ptr<ProcessGroup> pg, const std::string& root) {
+  ShapesSpec spec;
+  spec.train = 120, spec.val = 8;
+  if (env.rank == 0) ensure_shapes_dataset(root, spec);
+  pg->barrier();
+  const DistContext ctx(env, pg);
+  const auto files = list_image_files({root + "/images/train"});
+  const LabelScan s = load_labels(files, root + "/labels/train.cache", 3, ctx.exchange(), 1);
+  std::printf("[rank%d] %zu images with labels of %zu\n", env.rank, s.records.size(), files.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,7 +215,7 @@ int main(int argc, char** argv) {
   try {
     torch::set_num_threads(1);
     const DistEnv env = read_dist_env();
-    if (!env.distributed() || env.world_size < 2) {
+    if (!env.distributed() || (env.world_size < 2 && mode != "scan")) {
       std::cerr << "run under torchrun with 2 or more processes\n";
       return 2;
     }
@@ -213,8 +233,10 @@ int main(int argc, char** argv) {
       failures = test_syncbn(pg);
     } else if (mode == "ddp") {
       failures = test_ddp(pg);
+    } else if (mode == "scan" && argc > 2) {
+      failures = scan(env, pg, argv[2]);
     } else {
-      std::cerr << "usage: dist_equivalence syncbn|ddp|silent\n";
+      std::cerr << "usage: dist_equivalence syncbn|ddp|silent|scan ROOT\n";
       return 2;
     }
     at::Tensor f = torch::full({1}, static_cast<double>(failures), torch::kDouble);

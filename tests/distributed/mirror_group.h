@@ -26,6 +26,8 @@ class MirrorGroup : public ProcessGroup {
   void barrier() override {}
   void store_set(const std::string&, const std::string&) override {}
   std::string store_get(const std::string&, std::chrono::milliseconds) override { return ""; }
+  int64_t store_add(const std::string&, int64_t n) override { return n; }
+  void store_delete(const std::string&) override {}
   void job_store_set(const std::string&, const std::string&) override {}
   std::string job_store_get_or(const std::string&, const std::string& f) override { return f; }
   void shutdown() override {}

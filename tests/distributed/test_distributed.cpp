@@ -142,12 +142,24 @@ TEST(GradSync, BucketsInReverseOrderWithCapsAndAverages) {
   }
   GradSync sync(pg, params, 1600, 1000);
   EXPECT_EQ(sync.num_buckets(), 4u);
-  sync.set_sync(true);
-  at::Tensor loss = torch::zeros({});
-  for (size_t k = 0; k < params.size(); ++k) loss = loss + (params[k] * (k + 1.0)).sum();
-  loss.backward();
-  sync.finish();
-  EXPECT_EQ(pg->sizes, (std::vector<int64_t>{300, 600, 400, 400}));
+  for (int step = 0; step < 2; ++step) {
+    sync.set_sync(true);
+    for (auto& p : params) p.mutable_grad().reset();
+    at::Tensor loss = torch::zeros({});
+    for (size_t k = 0; k < params.size(); ++k) loss = loss + (params[k] * (k + 1.0)).sum();
+    loss.backward();
+    if (step == 0) {
+      EXPECT_TRUE(pg->sizes.empty());  // the first backward launches nothing
+    } else {
+      EXPECT_EQ(pg->sizes, (std::vector<int64_t>{300, 600, 400, 400}));  // from the hooks
+    }
+    sync.finish();
+    // The first finish sums which parameters each rank used, then reduces the buckets in order.
+    EXPECT_EQ(pg->sizes, step == 0 ? (std::vector<int64_t>{5, 300, 600, 400, 400})
+                                   : (std::vector<int64_t>{300, 600, 400, 400}));
+    pg->sizes.clear();
+  }
+  EXPECT_TRUE(sync.unused_everywhere().empty() && sync.unused_somewhere().empty());
   // The mirror rank has the same gradients: the average is this rank's gradient.
   for (size_t k = 0; k < params.size(); ++k) {
     EXPECT_TRUE(torch::allclose(params[k].grad(), torch::full_like(params[k], k + 1.0)));
@@ -163,11 +175,68 @@ TEST(GradSync, NoSyncAccumulatesAndTheNextSyncReducesTheSum) {
   (params[0] * 2).sum().backward();
   EXPECT_TRUE(pg->sizes.empty());  // nothing reduced on an accumulating batch
   sync.set_sync(true);
-  (params[0] * 3).sum().backward();  // params[1] unused: reduced as zeros, not forgotten
+  (params[0] * 3).sum().backward();  // params[1] unused on both ranks: no gradient at all
   sync.finish();
-  EXPECT_EQ(pg->sizes, std::vector<int64_t>{5});
+  EXPECT_EQ(pg->sizes, (std::vector<int64_t>{2, 5}));
   EXPECT_TRUE(torch::allclose(params[0].grad(), torch::full({3}, 5.0)));
-  EXPECT_TRUE(torch::allclose(params[1].grad(), torch::zeros({2})));
+  EXPECT_FALSE(params[1].grad().defined());
+  EXPECT_EQ(sync.unused_everywhere(), std::vector<size_t>{1});
+}
+
+namespace {
+// Rank 0 of 2 whose peer uses only some parameters: the peer's part of each all-reduce is queued
+// by the test (zeros when none is).
+class PeerGroup : public MirrorGroup {
+ public:
+  std::unique_ptr<CommWork> allreduce_sum_async(at::Tensor t) override {
+    sizes.push_back(t.numel());
+    if (!peer.empty()) {
+      t.add_(peer.front());
+      peer.erase(peer.begin());
+    }
+    return std::make_unique<Done>();
+  }
+  std::vector<at::Tensor> peer;
+};
+}  // namespace
+
+// A parameter used on this rank only is reduced in a late bucket after backward (so collectives
+// inside backward keep one order on every rank); one used nowhere keeps no gradient.
+TEST(GradSync, ParametersUnusedOnSomeRanksGoLateAndUnusedEverywhereGetNoGradient) {
+  auto pg = std::make_shared<PeerGroup>();
+  std::vector<at::Tensor> params{torch::ones({3}).requires_grad_(true),
+                                 torch::ones({2}).requires_grad_(true),
+                                 torch::ones({4}).requires_grad_(true)};
+  GradSync sync(pg, params, 0, 1 << 20, {"a", "b", "c"});
+  EXPECT_EQ(sync.bucket_cap_bytes(), 1 << 20);         // a tiny model: the 1 MB floor
+  pg->peer.push_back(torch::tensor({1.f, 0.f, 0.f}));  // the peer uses `a` only
+  sync.set_sync(true);
+  (params[0] * 2 + params[1].sum()).sum().backward();
+  sync.finish();
+  EXPECT_EQ(sync.unused_somewhere(), std::vector<size_t>{1});
+  EXPECT_EQ(sync.unused_everywhere(), std::vector<size_t>{2});
+  EXPECT_TRUE(torch::allclose(params[0].grad(), torch::full({3}, 1.0)));  // (2 + 0) / 2
+  EXPECT_TRUE(torch::allclose(params[1].grad(), torch::full({2}, 1.5)));  // (3 + 0) / 2
+  EXPECT_FALSE(params[2].grad().defined());
+  EXPECT_EQ(sync.num_buckets(), 2u);  // `a`'s, then the late one with `b`; `c` in none
+  pg->sizes.clear();
+  for (auto& p : params) p.mutable_grad().reset();
+  sync.set_sync(true);
+  (params[0] * 2 + params[1].sum()).sum().backward();
+  EXPECT_EQ(pg->sizes, std::vector<int64_t>{3});  // `a` from its hook; `b` waits
+  sync.finish();
+  EXPECT_EQ(pg->sizes, (std::vector<int64_t>{3, 2}));
+  EXPECT_FALSE(params[2].grad().defined());
+}
+
+TEST(GradSync, BucketCapsFollowTheModel) {
+  auto pg = std::make_shared<MirrorGroup>();
+  // 16 MB of gradients (yolov5s has 28): 2 MB buckets, an eighth, so backward overlaps them.
+  std::vector<at::Tensor> params;
+  for (int i = 0; i < 16; ++i) params.push_back(torch::zeros({1 << 18}).requires_grad_(true));
+  GradSync sync(pg, params);
+  EXPECT_EQ(sync.bucket_cap_bytes(), 2 << 20);
+  EXPECT_EQ(sync.num_buckets(), 9u);  // the first (1 MB), 7 of 2 MB, the rest (1 MB)
 }
 
 namespace {

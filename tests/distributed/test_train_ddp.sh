@@ -12,6 +12,14 @@
 #            world size than the original run's) and finishes.
 #   corrupt  the training images become unreadable mid-run: the rank that hits one stops with an
 #            error naming the file (shown in torchrun's summary), every rank stops, none is left.
+#   models   rank 1 starts from another model YAML: every rank is refused before training, naming
+#            the first tensor that differs and both ranks' shapes; nothing is left running.
+#   stop     rank 1 SIGSTOPped mid-epoch: rank 0 exits 1 naming rank 1 within --dist-timeout, and
+#            torchrun ends (killing the stopped rank) with no process left behind.
+#   val      val under torchrun on 2 ranks prints the table and writes the JSON and plots that
+#            one process does.
+#   cacheram --cache ram on 2 ranks: one copy in shared memory, the same file mapped by both
+#            ranks and counted once in their PSS, nothing left in /dev/shm.
 #   checks   YOLOv5's DDP refusals (batch not divisible by WORLD_SIZE, --image-weights, --evolve).
 set -euo pipefail
 BIN=${1:?usage: test_train_ddp.sh BIN_DIR MODE}
@@ -59,6 +67,39 @@ case "$MODE" in
     done
     "$BIN/val" --weights "$tmp/runs/exp/weights/last.pt" --data "$tmp/data.yaml" --imgsz 64 \
       --project "$tmp/val" >"$tmp/val.log" 2>&1 || fail "val on last.pt: $(tail -3 "$tmp/val.log")"
+    # The ranks validated best.pt together (8 images each per batch): the table one process prints
+    # validating it with batches of 16 at the same IoU.
+    "$BIN/val" --weights "$tmp/runs/exp/weights/best.pt" --data "$tmp/data.yaml" --imgsz 64 \
+      --batch-size 16 --iou-thres 0.6 --project "$tmp/val" >"$tmp/val_best.log" 2>&1 ||
+      fail "val on best.pt: $(tail -3 "$tmp/val_best.log")"
+    table() { sed 's/^\[default0\]://' "$1" | grep -E '^ +(all|circle|rectangle|triangle) +[0-9]'; }
+    sed -n '/Validating .*best.pt/,$p' "$tmp/log" >"$tmp/final.log"
+    [[ -n "$(table "$tmp/final.log")" && "$(table "$tmp/final.log")" == "$(table "$tmp/val_best.log")" ]] ||
+      fail "2 ranks' final validation differs from one process's: $(table "$tmp/final.log") vs $(table "$tmp/val_best.log")"
+    ;;
+  val)
+    # val under torchrun: 2 ranks, 2 batches each of the 100 val images (val_batch2 from rank 1),
+    # print and write what one process does: the table, the JSON, the plots.
+    "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 1 --noval >"$tmp/log" 2>&1 || fail "training exited $?"
+    w=$tmp/runs/exp/weights/last.pt
+    VAL_ARGS=(--weights "$w" --data "$tmp/data.yaml" --imgsz 64 --batch-size 32 --save-json
+      --exist-ok)
+    OMP_NUM_THREADS=1 "$BIN/val" "${VAL_ARGS[@]}" --project "$tmp/one" >"$tmp/one.log" 2>&1 ||
+      { cp "$tmp/one.log" "$tmp/log"; fail "val exited $?"; }
+    torchrun_2 "$BIN/val" "${VAL_ARGS[@]}" --project "$tmp/two" >"$tmp/log" 2>&1 ||
+      fail "val under torchrun exited $?"
+    table() { sed 's/^\[default0\]://' "$1" | grep -E '^ +(all|circle|rectangle|triangle) +[0-9]'; }
+    [[ -n "$(table "$tmp/one.log")" && "$(table "$tmp/log")" == "$(table "$tmp/one.log")" ]] ||
+      fail "the tables differ: $(table "$tmp/log") vs $(table "$tmp/one.log")"
+    grep -q "2 processes share the validation" "$tmp/log" || fail "not a 2-rank validation"
+    if grep -q '^\[default1\]:' "$tmp/log"; then fail "rank 1 printed: $(grep -m3 '^\[default1\]:' "$tmp/log")"; fi
+    for f in last_predictions.json val_batch0_labels.jpg val_batch1_pred.jpg val_batch2_labels.jpg \
+      val_batch2_pred.jpg confusion_matrix.png PR_curve.png F1_curve.png; do
+      [[ -s "$tmp/one/exp/$f" ]] || fail "one process wrote no $f"
+      cmp -s "$tmp/one/exp/$f" "$tmp/two/exp/$f" || fail "$f differs between 1 and 2 ranks"
+    done
+    [[ ! -e "$tmp/two/exp/INCOMPLETE.txt" ]] || fail "2 ranks left the folder marked incomplete"
+    [[ "$(ls "$tmp/two")" == "exp" ]] || fail "run folders: $(ls "$tmp/two")"
     ;;
   nodes)
     port=$(free_port)
@@ -83,8 +124,7 @@ case "$MODE" in
       --dist-timeout 10 >"$tmp/log" 2>&1 &
     agent=$!
     wait_for_file "$tmp/runs/exp/weights/last.pt" $agent || fail "no last.pt after epoch 0"
-    # Into epoch 1's batches (0.8 s on 2 cores), where rank 0 waits for rank 1's gradients; at its
-    # end rank 0 validates alone and would stop on torchrun's SIGTERM before missing rank 1.
+    # Into epoch 1's batches (0.8 s on 2 cores), where rank 0 waits for rank 1's gradients.
     sleep 0.3
     victim=$(worker_pid 1) || fail "rank 1 not found"
     kill -KILL "$victim"
@@ -135,6 +175,70 @@ case "$MODE" in
       fail "torchrun's summary does not name the unreadable file"
     sleep 1
     if pgrep -f "$tmp/data.yaml" >/dev/null; then fail "processes left behind"; fi
+    ;;
+  models)
+    # The same flags on both ranks but --cfg: rank 1 builds yolov5s (the wrapper swaps it).
+    printf '#!/usr/bin/env bash\n[[ $RANK == 1 ]] && set -- "${@/yolov5n.yaml/yolov5s.yaml}"\nexec "%s" "$@"\n' \
+      "$BIN/train" >"$tmp/train_per_rank"
+    chmod +x "$tmp/train_per_rank"
+    status=0
+    torchrun_2 "$tmp/train_per_rank" "${TRAIN_ARGS[@]}" --epochs 1 --dist-timeout 20 >"$tmp/log" 2>&1 ||
+      status=$?
+    [[ $status -ne 0 ]] || fail "two different models trained together"
+    grep -q "the ranks build different models: tensor 0 is model.0.conv.weight Float \[16,3,6,6\] on rank 0 and model.0.conv.weight Float \[32,3,6,6\] on rank 1" "$tmp/log" ||
+      fail "the refusal does not name both ranks' shapes"
+    if grep -q "Starting training" "$tmp/log"; then fail "training started"; fi
+    sleep 1
+    if pgrep -f "$tmp/data.yaml" >/dev/null; then fail "processes left behind"; fi
+    ;;
+  stop)
+    torchrun_2 "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 3 --dist-timeout 10 >"$tmp/log" 2>&1 &
+    agent=$!
+    wait_for_file "$tmp/runs/exp/weights/last.pt" $agent || fail "no last.pt after epoch 0"
+    sleep 0.3
+    victim=$(worker_pid 1) || fail "rank 1 not found"
+    kill -STOP "$victim"
+    start=$SECONDS
+    status=0
+    timeout 150 tail --pid=$agent -f /dev/null || fail "torchrun still running after 150 s"
+    wait $agent || status=$?
+    took=$((SECONDS - start))
+    [[ $status -ne 0 ]] || fail "torchrun exited 0 after a rank was stopped"
+    grep -q "rank 0: .*lost rank 1 (no heartbeat for" "$tmp/log" || fail "rank 0 did not name rank 1"
+    # Rank 0 ends at about --dist-timeout; torchrun then waits 30 s before it SIGKILLs the stopped rank.
+    ((took <= 10 + 5 + 30 + 10)) || fail "took $took s to end"
+    sleep 1
+    if pgrep -f "$tmp/data.yaml" >/dev/null; then fail "processes left behind"; fi
+    echo "rank 1 stopped: torchrun exited $status after $took s"
+    ;;
+  cacheram)
+    torchrun_2 "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 2 --cache ram >"$tmp/log" 2>&1 &
+    agent=$!
+    for _ in $(seq 1 1200); do
+      grep -q "Cached 300 images in shared memory" "$tmp/log" && break
+      kill -0 $agent 2>/dev/null || fail "training ended before caching"
+      sleep 0.1
+    done
+    grep -q "Cached 300 images in shared memory" "$tmp/log" || fail "no shared --cache ram"
+    # Each rank's mapping of the cache: the same file (device:inode), its pages counted once in the
+    # ranks' PSS together (a copy per rank would count them twice, as private memory).
+    total_pss=0
+    for r in 0 1; do
+      pid=$(worker_pid $r) || fail "rank $r not found"
+      # The largest of its cache mappings (the training images'; the val images' is smaller).
+      read -r inode size pss < <(awk '/^[0-9a-f]+-[0-9a-f]+ / {m = /yolo-ram-cache/; ino = $4 ":" $5}
+        m && /^Size:/ {size = $2} m && /^Pss:/ && size > best {best = size; out = ino " " size " " $2}
+        END {if (out) print out; else exit 1}' "/proc/$pid/smaps") ||
+        fail "rank $r does not map the shared cache"
+      inodes[$r]=$inode
+      total_pss=$((total_pss + pss))
+    done
+    [[ "${inodes[0]}" == "${inodes[1]}" ]] || fail "the ranks map different files: ${inodes[*]}"
+    ((total_pss * 100 >= size * 95 && total_pss * 100 <= size * 105)) ||
+      fail "the ranks' PSS of the cache is $total_pss kB for a $size kB cache (want about one copy)"
+    ls /dev/shm | grep -q "yolo-ram-cache" && fail "a cache file is left in /dev/shm while training"
+    wait $agent || fail "training with --cache ram exited $?"
+    echo "shared --cache ram: $size kB mapped by 2 ranks, $total_pss kB PSS in all"
     ;;
   checks)
     export LOCAL_RANK=0 RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1

@@ -4,8 +4,9 @@
 #   core -> models, data -> viz -> eval -> export, distributed -> engine -> command -> apps
 # so the dependency order stays acyclic; apps/ never holds code another folder includes. Inside
 # utils/core the foundation (its top-level files) includes neither io/ nor runtime/, and those two
-# do not include each other. val and detect do not include training's libraries. The public
-# headers (include/yolo) include nothing of the project: yolo/detector.h is implemented in
+# do not include each other. val and detect do not include training's libraries (but val the
+# process group, to share a validation over ranks). The public headers (include/yolo) include
+# nothing of the project: yolo/detector.h is implemented in
 # utils/eval, yolo/train.h in utils/engine, and only those layers and the ones after use them.
 set -euo pipefail
 ROOT=${1:?usage: test_layers.sh SOURCE_ROOT}
@@ -57,7 +58,7 @@ forbid() {
 forbid utils/core 'utils/core/(io|runtime)/' "the foundation of utils/core uses no file format or runtime"
 forbid utils/core/io 'utils/core/runtime/' "utils/core/io does not use utils/core/runtime"
 forbid utils/core/runtime 'utils/core/io/' "utils/core/runtime does not use utils/core/io"
-forbid apps/val 'utils/(engine|distributed)/' "val uses no training library"
+forbid apps/val 'utils/engine/' "val uses no training library (utils/distributed only to share a validation over ranks)"
 forbid apps/detect 'utils/(engine|distributed)/' "detect uses no training library"
 forbid apps/export 'utils/(engine|distributed)/' "export uses no training library"
 while IFS= read -r line; do

@@ -8,6 +8,7 @@
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
 #include "utils/core/runtime/cuda_env.h"
+#include "utils/distributed/ddp_setup.h"
 #include "utils/engine/train_main.h"
 #include "utils/eval/detect_main.h"
 #include "utils/eval/val_main.h"
@@ -502,7 +503,12 @@ int yolo_main(int argc, char** argv) {
   words.push_back(nullptr);
   const int n = static_cast<int>(c.argv.size());
   if (c.mode == "train") return train_main(n, words.data());
-  if (c.mode == "val") return val_main(n, words.data());
+  if (c.mode == "val") {
+    const DistContext ranks = start_distributed_eval();  // under torchrun: the ranks share it
+    return val_main(n, words.data(),
+                    {ranks.exchange(), std::max(ranks.env().local_rank, 0),
+                     std::max(ranks.env().local_world_size, 1)});
+  }
   if (c.mode == "predict") return detect_main(n, words.data());
   return export_main(n, words.data());
 }

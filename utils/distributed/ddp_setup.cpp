@@ -3,6 +3,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -13,8 +14,58 @@
 
 namespace yolo {
 
+std::string StoreExchange::next_key() const { return "exchange/" + std::to_string(calls_++); }
+
+std::vector<std::string> StoreExchange::gather_to_rank0(const std::string& what,
+                                                        const std::string& mine) const {
+  const std::string key = next_key();
+  const int me = pg_->rank();
+  if (me != 0) {
+    pg_->store_set(key + "/" + std::to_string(me), mine);
+    return {};
+  }
+  std::vector<std::string> all{mine};
+  for (int r = 1; r < pg_->size(); ++r) {
+    const std::string k = key + "/" + std::to_string(r);
+    try {
+      all.push_back(pg_->store_get(k, std::chrono::seconds(kRank0WorkTimeoutSeconds)));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rank 0 waited for rank " + std::to_string(r) + " (" + what +
+                               ") and gave up: " + e.what());
+    }
+    pg_->store_delete(k);
+  }
+  return all;
+}
+
+std::string StoreExchange::broadcast_from_rank0(const std::string& what,
+                                                const std::string& value) const {
+  const std::string key = next_key();
+  if (pg_->rank() == 0) {
+    if (pg_->size() > 1) pg_->store_set(key, value);
+    return value;
+  }
+  std::string got;
+  try {
+    got = pg_->store_get(key, std::chrono::seconds(kRank0WorkTimeoutSeconds));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(pg_->rank()) + " waited for rank 0 (" + what +
+                             ") and gave up: " + e.what());
+  }
+  // The last reader deletes it.
+  if (pg_->store_add(key + "/read", 1) == pg_->size() - 1) {
+    pg_->store_delete(key);
+    pg_->store_delete(key + "/read");
+  }
+  return got;
+}
+
 DistContext::DistContext(DistEnv env, std::shared_ptr<ProcessGroup> pg)
-    : env_(std::move(env)), pg_(std::move(pg)) {}
+    : env_(std::move(env)),
+      pg_(std::move(pg)),
+      exchange_(pg_ ? std::make_shared<StoreExchange>(pg_, std::max(env_.local_rank, 0),
+                                                      std::max(env_.local_world_size, 1))
+                    : nullptr) {}
 
 std::string DistContext::from_rank0(const std::string& key, const std::string& value) const {
   if (!active()) return value;
@@ -36,9 +87,83 @@ std::function<void()> DistContext::rank0_first(const std::string& name) const {
   return [this, name, calls] { from_rank0(name + "/" + std::to_string((*calls)++), "done"); };
 }
 
+void DistContext::store_barrier(const std::string& name) const {
+  if (!active()) return;
+  pg_->store_set("barrier/" + name + "/" + std::to_string(pg_->rank()), "1");
+  for (int r = 0; r < pg_->size(); ++r) {
+    pg_->store_get("barrier/" + name + "/" + std::to_string(r),
+                   std::chrono::seconds(kRank0WorkTimeoutSeconds));
+  }
+}
+
 namespace {
 constexpr const char* kRunDirKey = "run_dir";
+
+// One line per tensor: "name dtype d0,d1,...".
+std::vector<std::string> describe_state(
+    const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::vector<std::string> lines;
+  for (const auto& [name, t] : state) {
+    std::string dims;
+    for (int64_t d : t.sizes()) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    lines.push_back(name + " " + std::string(c10::toString(t.scalar_type())) + " [" + dims + "]");
+  }
+  return lines;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    const size_t end = s.find('\n', start);
+    out.push_back(s.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+// "" when `theirs` (rank r's) equals `ours` (rank 0's), else the first difference.
+std::string model_difference(const std::vector<std::string>& ours,
+                             const std::vector<std::string>& theirs, int r) {
+  const std::string rk = "rank " + std::to_string(r);
+  for (size_t i = 0; i < std::min(ours.size(), theirs.size()); ++i) {
+    if (ours[i] != theirs[i]) {
+      return "tensor " + std::to_string(i) + " is " + ours[i] + " on rank 0 and " + theirs[i] +
+             " on " + rk;
+    }
+  }
+  if (ours.size() == theirs.size()) return "";
+  return "rank 0's model has " + std::to_string(ours.size()) + " parameters and buffers, " + rk +
+         "'s " + std::to_string(theirs.size()) + " (first extra: " +
+         (ours.size() > theirs.size() ? ours[theirs.size()] + " on rank 0"
+                                      : theirs[ours.size()] + " on " + rk) +
+         ")";
+}
 }  // namespace
+
+void DistContext::check_same_model(
+    const std::vector<std::pair<std::string, at::Tensor>>& state) const {
+  if (!active()) return;
+  const std::vector<std::string> mine = describe_state(state);
+  std::string text;
+  for (const auto& l : mine) text += l + "\n";
+  std::string verdict;
+  if (pg_->rank() != 0) {
+    pg_->store_set("model_check/" + std::to_string(pg_->rank()), text);
+  } else {
+    for (int r = 1; r < pg_->size() && verdict.empty(); ++r) {
+      const std::string theirs = pg_->store_get("model_check/" + std::to_string(r),
+                                                std::chrono::seconds(kRank0WorkTimeoutSeconds));
+      verdict = model_difference(mine, split_lines(theirs), r);
+    }
+  }
+  verdict = from_rank0("model_check/verdict", verdict);
+  if (!verdict.empty()) {
+    throw UsageError("the ranks build different models: " + verdict +
+                     "; start every rank with the same --cfg, --weights, --data and --single-cls");
+  }
+}
 
 void DistContext::remember_run_dir(const std::string& dir) const {
   if (active() && is_rank0()) pg_->job_store_set(kRunDirKey, dir);
@@ -91,6 +216,17 @@ DistContext start_distributed(const DistOptions& opt, DeviceSelection& dev) {
   log_info("DDP: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
            " (" + backend + ", timeout " + std::to_string(timeout_s) + " s, " +
            std::to_string(opt.batch_size / env.world_size) + " images per rank)");
+  return DistContext(env, std::move(pg));
+}
+
+DistContext start_distributed_eval(int timeout_seconds) {
+  const DistEnv env = read_dist_env();
+  if (!env.distributed()) return {};
+  set_log_enabled(env.rank == 0);
+  set_log_tag("[rank" + std::to_string(env.rank) + "] ");
+  auto pg = init_process_group(env, "gloo", std::chrono::seconds(timeout_seconds));
+  log_info("ranks: " + std::to_string(env.world_size) +
+           " processes share the validation (each its share of the batches)");
   return DistContext(env, std::move(pg));
 }
 

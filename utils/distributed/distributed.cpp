@@ -305,6 +305,8 @@ class C10dGroup : public ProcessGroup {
     const std::vector<uint8_t> v = store_->get(key);
     return std::string(v.begin(), v.end());
   }
+  int64_t store_add(const std::string& key, int64_t n) override { return store_->add(key, n); }
+  void store_delete(const std::string& key) override { store_->deleteKey(key); }
   void job_store_set(const std::string& key, const std::string& value) override {
     job_store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
   }

@@ -56,6 +56,9 @@ class ProcessGroup {
   // the others wait): `get` blocks until the key exists or `timeout` passes (then throws).
   virtual void store_set(const std::string& key, const std::string& value) = 0;
   virtual std::string store_get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Adds `n` to the counter under `key` (0 when new) and returns the sum, atomically.
+  virtual int64_t store_add(const std::string& key, int64_t n) = 0;
+  virtual void store_delete(const std::string& key) = 0;
   // Keys that outlive a restart of the workers by torchrun (kept in its agent's store, outside
   // the per-attempt prefix); without an agent store they live as long as this group.
   virtual void job_store_set(const std::string& key, const std::string& value) = 0;

@@ -4,9 +4,16 @@
 // order backward produces them); a bucket's all-reduce starts from the gradient hooks as soon as
 // it is full, so communication overlaps the rest of backward. finish() waits for all of them and
 // leaves the average over ranks in every parameter's .grad.
+// The first reducing backward launches nothing from the hooks: finish() first sums over the ranks
+// which parameters backward reached (DDP's find_unused_parameters, once). Parameters no rank used
+// are logged by name and left without a gradient from then on (so momentum and weight decay do
+// not move them); those some ranks did not use are logged and go into a last bucket reduced only
+// in finish(), so collectives inside backward (SyncBatchNorm's) come in the same order on every
+// rank.
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "utils/distributed/distributed.h"
@@ -24,9 +31,12 @@ struct GradSyncStats {
 
 class GradSync {
  public:
-  // `params`: the trainable parameters, in the model's order. Bucket caps as DDP's defaults.
+  // `params`: the trainable parameters, in the model's order; `names` theirs (for the log; may
+  // be empty). bucket_cap_bytes 0: an eighth of the gradients, within DDP's 1 MB (its first
+  // bucket's cap) and 25 MB (its default), so that a small model's buckets overlap backward too.
   GradSync(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> params,
-           int64_t bucket_cap_bytes = 25 << 20, int64_t first_bucket_cap_bytes = 1 << 20);
+           int64_t bucket_cap_bytes = 0, int64_t first_bucket_cap_bytes = 1 << 20,
+           std::vector<std::string> names = {});
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -39,6 +49,10 @@ class GradSync {
   void finish();
 
   size_t num_buckets() const { return buckets_.size(); }
+  int64_t bucket_cap_bytes() const { return cap_; }
+  // After the first reducing finish(): the parameters no rank used, and those some ranks did not.
+  const std::vector<size_t>& unused_everywhere() const { return unused_; }
+  const std::vector<size_t>& unused_somewhere() const { return partly_used_; }
   const GradSyncStats& stats() const { return stats_; }
 
  private:
@@ -46,15 +60,23 @@ class GradSync {
     std::vector<size_t> params;  // indices into params_
     at::Tensor flat;
     int pending = 0;
+    bool late = false;  // launched by finish() only
     std::unique_ptr<CommWork> work;
   };
+  void build_buckets();
+  void find_unused(const std::vector<char>& used);
   void on_grad(size_t param, const at::Tensor& grad);
   at::Tensor slot_of(size_t param) const;
-  void launch_ready();
+  void launch_ready(bool with_late);
   void reset_buckets();  // nothing seen, nothing launched: ready for the next backward
 
   std::shared_ptr<ProcessGroup> pg_;
   std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  int64_t cap_ = 0, first_cap_ = 0;
+  std::vector<size_t> unused_, partly_used_;
+  std::vector<char> excluded_;  // unused everywhere: in no bucket, no gradient
+  bool probed_ = false;
   std::vector<unsigned> hooks_;
   std::vector<size_t> bucket_of_, offset_of_;
   std::vector<char> seen_;

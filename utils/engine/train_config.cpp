@@ -106,6 +106,7 @@ Options merge_resume(const Options& cli, std::string ckpt) {
     if (flag == "dist-timeout") o.dist_timeout = cli.dist_timeout;
   }
   o.nproc_per_node = cli.nproc_per_node;
+  o.cache_dir = cli.cache_dir;
   const fs::path hyp_copy = run_dir / "hyp.yaml";
   if (fs::is_regular_file(hyp_copy, ec)) o.hyp = hyp_copy.string();  // the run's own copy
   return o;

@@ -91,6 +91,10 @@ void read_hyp(Options& o, const YAML::Node& v) {
   o.hyp = v.IsMap() ? std::string() : v.as<std::string>();
 }
 
+constexpr char kCacheDirHelp[] =
+    "folder for the label caches and --cache disk files, e.g. for a read-only dataset (default: "
+    "beside the data, or $YOLO_CACHE_DIR)";
+
 // Every train flag, in opt.yaml's key order (YOLOv5 v7.0 train.py's, with this trainer's own
 // flags near the end). Defaults are Options' initializers.
 const std::vector<Flag>& flags() {
@@ -192,7 +196,8 @@ const std::vector<Flag>& flags() {
            "process group timeout in seconds (0: 60 for gloo, 600 for nccl)")
           .metavar("SECONDS")
           .check(at_least(0, "must be >= 0 seconds")),
-      // Not in opt.yaml: the workers run without it, and a resume may use it or not.
+      Bind("cache-dir", &O::cache_dir, "", kCacheDirHelp).metavar("DIR"),
+      // Not in opt.yaml (--cache-dir neither): a resume may use them or not.
       Bind("nproc-per-node", &O::nproc_per_node, "",
            "start N DDP worker processes of train on this machine (N >= 2, or 'auto': one per "
            "GPU, 2 on CPU); no torchrun needed")

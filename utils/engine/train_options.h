@@ -53,6 +53,7 @@ struct Options {
   // Where training augmentation runs: cpu (OpenCV in the loader's workers) or cuda (batched
   // tensor ops on the training GPU; the workers only decode).
   std::string augment_device = "cpu";
+  std::string cache_dir;  // --cache-dir (not in opt.yaml): label caches and --cache disk files
   int local_rank = -1;
   std::string dist_backend;  // "", "nccl" or "gloo"; empty picks by device
   int dist_timeout = 0;      // seconds; 0 = 60 for Gloo, 600 for NCCL

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "data/dataset.h"
+#include "data/file_lists.h"
 #include "models/weights.h"
 #include "utils/core/errors.h"
 #include "utils/core/format.h"
@@ -362,7 +363,8 @@ AugmentHyp augment_hyp(const Hyp& hyp, const Options& opt) {
   return AugmentHyp::from_map(values, opt.hyp, hyp_set_words(opt.hyp_set, hyp_set_flag(opt)));
 }
 
-// The training loader (this rank's share of the batch) and, on rank 0, the validation loader.
+// The training loader (this rank's share of the batch) and the validation loader (this rank's
+// share of the batches).
 void build_loaders(TrainSetup& s) {
   const Options& opt = s.opt;
   const DatasetConfig& data = s.data;
@@ -377,12 +379,12 @@ void build_loaders(TrainSetup& s) {
   tr.stride = s.stride;
   tr.pad = 0.0;
   tr.cache = opt.cache;
+  tr.cache_dir = resolve_cache_dir(opt.cache_dir);
   tr.hyp = augment_hyp(s.hyp, opt);
   tr.nc = s.nc;
   // Ultralytics' rule: mosaic off from epoch epochs - N on (so not at all in runs of <= N).
   if (opt.close_mosaic > 0) tr.close_mosaic_epoch = std::max(0, opt.epochs - opt.close_mosaic);
-  tr.is_rank0 = s.dist.is_rank0();
-  tr.barrier = s.dist.rank0_first("train_labels");
+  tr.ranks = s.dist.exchange();  // every rank checks a share of the labels
   // Every rank on this host keeps its own decoded images: they share the memory budget.
   tr.image_cache_bytes = default_image_cache_bytes(s.dist.env().local_world_size);
   s.train_set = std::make_shared<YoloDataset>(data.train, tr);
@@ -401,7 +403,7 @@ void build_loaders(TrainSetup& s) {
   tl.prefetch_next_epoch = !opt.image_weights;
   tl.seed = static_cast<uint64_t>(opt.seed);
   s.train_loader = std::make_unique<DataLoader>(s.train_set, tl);
-  if (!s.dist.is_rank0()) return;  // validation runs on rank 0 only
+  // Validation: every rank its contiguous share of the batches (rank 0 joins the statistics).
   DatasetOptions va = tr;
   va.augment = false;
   va.rect = true;
@@ -409,15 +411,12 @@ void build_loaders(TrainSetup& s) {
   va.batch_size = rank_batch * 2;
   va.hyp = AugmentHyp::none();
   va.close_mosaic_epoch = -1;
-  va.is_rank0 = true;
-  va.barrier = {};
   LoaderOptions vl = tl;
   vl.recipes = false;  // validation has no augmentation: letterboxed bytes are the cheapest
   vl.batch_size = rank_batch * 2;
   vl.shuffle = false;
   vl.prefetch_next_epoch = true;  // the next validation's first batches wait during training
-  vl.world_size = 1;
-  vl.rank = 0;
+  vl.contiguous_batches = true;
   s.val_loader = std::make_unique<DataLoader>(std::make_shared<YoloDataset>(data.val, va), vl);
 }
 
@@ -447,15 +446,15 @@ void check_model_anchors(TrainSetup& s) {
 }
 
 // The EMA on rank 0 (a second instance of the model, made after AutoAnchor so that it starts with
-// the anchors), then a resumed run's EMA, optimizer and counters.
+// the anchors; the other ranks' instance gets rank 0's weights before each validation), then a
+// resumed run's EMA, optimizer and counters.
 void build_ema_and_resume(TrainSetup& s, const Checkpoint& resume_ckpt) {
   const bool rank0 = s.dist.is_rank0();
-  if (rank0) {
-    s.ema_model = DetectionModel(s.model->spec());
-    s.ema_model->to(s.dev.device);
-    if (s.channels_last) to_channels_last(*s.ema_model);
-    s.ema = std::make_unique<ModelEMA>(s.ema_model.ptr(), *s.model);
-  }
+  // Every rank validates the EMA (the others get rank 0's before each validation).
+  s.ema_model = DetectionModel(s.model->spec());
+  s.ema_model->to(s.dev.device);
+  if (s.channels_last) to_channels_last(*s.ema_model);
+  if (rank0) s.ema = std::make_unique<ModelEMA>(s.ema_model.ptr(), *s.model);
   if (!s.opt.resume) return;
   if (rank0) {
     load_state_dict(*s.ema_model, resume_ckpt.model);
@@ -479,6 +478,14 @@ void build_ema_and_resume(TrainSetup& s, const Checkpoint& resume_ckpt) {
            " total epochs on " + s.opt.data);
 }
 
+// A module's parameters then buffers, by name.
+std::vector<std::pair<std::string, at::Tensor>> named_state(torch::nn::Module& m) {
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& p : m.named_parameters()) state.emplace_back(p.key(), p.value());
+  for (const auto& b : m.named_buffers()) state.emplace_back(b.key(), b.value());
+  return state;
+}
+
 // DDP: SyncBatchNorm (same tensors, so the optimizer keeps them), rank 0's weights and buffers
 // (anchors included) on every rank, and gradient all-reduce hooks. Several GPUs without torchrun:
 // DataParallel in this process, as YOLOv5 does.
@@ -494,10 +501,13 @@ void wrap_parallel(TrainSetup& s) {
     broadcast_coalesced(*s.dist.group(), state, 0);
     if (!s.opt.sync_bn) s.ddp_buffers = model->buffers();
     std::vector<at::Tensor> trainable;
-    for (const auto& p : model->parameters()) {
-      if (p.requires_grad()) trainable.push_back(p);
+    std::vector<std::string> names;
+    for (const auto& p : model->named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      trainable.push_back(p.value());
+      names.push_back(p.key());
     }
-    s.grad_sync = std::make_unique<GradSync>(s.dist.group(), trainable);
+    s.grad_sync = std::make_unique<GradSync>(s.dist.group(), trainable, 0, 1 << 20, names);
   }
   if (!s.dist.active() && s.dev.cuda_ids.size() > 1) {
     log_warn(
@@ -534,8 +544,11 @@ TrainSetup set_up_training(TrainConfig cfg) {
   prepare_run_dir(s, resume_ckpt);
   if (s.already_finished) return s;
   build_run_model(s, resume_ckpt);
+  s.dist.check_same_model(named_state(*s.model));  // before a rank spends hours on its data
   choose_batch_size(s);
   build_loaders(s);  // before the optimizer: --optimizer auto counts the training images
+  // A rank still filling its --cache cannot trip the first collective's --dist-timeout.
+  s.dist.store_barrier("loaders");
   build_optimizer(s);
   check_model_anchors(s);
   build_ema_and_resume(s, resume_ckpt);

@@ -90,13 +90,13 @@ struct TrainSetup {
   // read at the start), saved into every checkpoint with nc and names.
   std::string model_yaml_text;
   DetectionModel model{nullptr};
-  DetectionModel ema_model{nullptr};  // rank 0 only
+  DetectionModel ema_model{nullptr};  // the EMA on rank 0; a copy for validation on the others
   std::unique_ptr<ModelEMA> ema;      // rank 0 only
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   Schedule schedule;
   std::shared_ptr<YoloDataset> train_set;
   std::unique_ptr<DataLoader> train_loader;
-  std::unique_ptr<DataLoader> val_loader;  // rank 0 only
+  std::unique_ptr<DataLoader> val_loader;  // this rank's share of the val batches
   // Benchmarks: the training batches come from here instead of train_loader when set.
   std::function<std::optional<Batch>()> batch_source;
   std::unique_ptr<GradSync> grad_sync;  // DDP

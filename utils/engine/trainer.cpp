@@ -174,7 +174,10 @@ std::array<double, 3> Trainer::train_one_epoch(int epoch) {
     clock_.lap(&timing.transfer);
     const bool stepping = ni - last_opt_step_ >= accumulate_;
     if (s_.grad_sync) s_.grad_sync->set_sync(stepping);  // DDP's no_sync on accumulating batches
-    if (!s_.ddp_buffers.empty()) broadcast_coalesced(*s_.dist.group(), s_.ddp_buffers, 0);
+    if (!s_.ddp_buffers.empty() && buffers_due_) {
+      broadcast_coalesced(*s_.dist.group(), s_.ddp_buffers, 0);
+    }
+    buffers_due_ = stepping;
     LossResult loss;
     {
       AutocastScope autocast(s_.amp);
@@ -315,12 +318,24 @@ std::array<double, 3> Trainer::step_lr(int epoch) {
   return lrs;
 }
 
-// Validates the EMA on rank 0 (the only rank with a val loader); with --noval only the final
-// epoch. The other ranks keep zeros and follow rank 0's decisions.
+// Rank 0's EMA on every rank, for validation.
+void Trainer::share_ema() {
+  if (!s_.dist.active()) return;
+  std::vector<at::Tensor> state = s_.ema_model->parameters();
+  for (const auto& b : s_.ema_model->buffers()) state.push_back(b);
+  torch::NoGradGuard no_grad;
+  broadcast_coalesced(*s_.dist.group(), state, 0);
+}
+
+// Validates the EMA, every rank its share of the batches; with --noval only the final epoch.
+// Every rank gets rank 0's joined metrics, so all decide alike.
 void Trainer::validate(EpochReport& r) {
   r.final_epoch = r.epoch + 1 == s_.loop.epochs || stopper_.possible_stop;
   if (s_.val_loader && (!s_.loop.noval || r.final_epoch)) {
-    ValConfig cfg;      // no plots: YOLOv5 plots the final validation only
+    share_ema();
+    ValConfig cfg;  // no plots: YOLOv5 plots the final validation only
+    cfg.ranks = s_.dist.exchange();
+    cfg.progress = s_.dist.is_rank0();
     cfg.half = s_.amp;  // as YOLOv5's validate.run(half=amp)
     cfg.names = s_.names;
     cfg.save_dir = s_.paths.save_dir;
@@ -389,13 +404,18 @@ void Trainer::log_next_steps() const {
   log_info(next);
 }
 
-// Rank 0 validates best.pt with the per-class table (and the plots, unless --noplots).
+// Validates best.pt (rank 0's, on every rank) with the per-class table (and the plots, unless
+// --noplots).
 void Trainer::final_validation(TrainSummary& summary) {
   const std::string& best = s_.paths.best;
-  if (!s_.val_loader || !fs::exists(best)) return;
+  const bool have = s_.dist.from_rank0("final_validation", fs::exists(best) ? "1" : "0") == "1";
+  if (!s_.val_loader || !have) return;
   log_info("\nValidating " + one_line(best) + "...");
-  load_state_dict(*s_.ema_model, load_checkpoint(best).model);
+  if (s_.dist.is_rank0()) load_state_dict(*s_.ema_model, load_checkpoint(best).model);
+  share_ema();
   ValConfig cfg;
+  cfg.ranks = s_.dist.exchange();
+  cfg.progress = s_.dist.is_rank0();
   cfg.names = s_.names;
   cfg.save_dir = s_.paths.save_dir;
   cfg.verbose = true;
@@ -407,7 +427,7 @@ void Trainer::final_validation(TrainSummary& summary) {
   cfg.protocol = model_family(*s_.model).val_protocol;
   ValResult vr = run_validation(s_.ema_model, *s_.val_loader, cfg, s_.loss.get(), s_.dev.device);
   callbacks_.val_end(vr, true);  // the table shows val's own metrics, then COCO's summary follows
-  if (cfg.save_json) {
+  if (cfg.save_json && s_.dist.is_rank0()) {
     evaluate_coco_json((fs::path(cfg.save_dir) / cfg.json_name).string(), s_.data,
                        s_.val_loader->dataset().image_files(), vr);
   }

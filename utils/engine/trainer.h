@@ -64,6 +64,7 @@ class Trainer {
   void optimizer_step(int64_t ni, EpochTiming& t);
   void check_stop(int epoch, int64_t i, bool read);
   std::array<double, 3> step_lr(int epoch);
+  void share_ema();
   void validate(EpochReport& r);
   void decide_best(EpochReport& r);
   enum class Next { kContinue, kEarlyStop, kInterrupt };
@@ -83,6 +84,9 @@ class Trainer {
   int64_t nb_ = 0, nw_ = 0;  // batches per epoch, warmup batches
   int accumulate_ = 1;
   int64_t last_opt_step_ = -1;
+  // DDP's broadcast_buffers: before a forward that follows a syncing one (or the first), not after
+  // a no_sync one, whose buffers stay this rank's until the step.
+  bool buffers_due_ = true;
   double best_fitness_ = 0.0;
   std::array<double, 7> results_{};  // the last validation's metrics
   std::vector<double> maps_;         // per-class mAP50-95 of the last validation

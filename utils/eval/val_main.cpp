@@ -1,5 +1,7 @@
 #include "utils/eval/val_main.h"
 
+#include <torch/cuda.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 
 #include "data/dataset.h"
 #include "data/dataset_config.h"
+#include "data/file_lists.h"
 #include "utils/core/cli.h"
 #include "utils/core/cpu_threads.h"
 #include "utils/core/errors.h"
@@ -81,6 +84,10 @@ const std::vector<cli::Flag<ValArgs>>& flags() {
       Bind("noplots", &A::noplots, "save no plot files"),
       Bind("augment", &A::augment, "augmented inference (flips and scales; .pt weights)"),
       Bind("half", &A::half, "use FP16 half-precision inference (CUDA)"),
+      Bind("cache-dir", &A::cache_dir,
+           "folder for the label cache (a read-only dataset); default: beside the data, or "
+           "$YOLO_CACHE_DIR")
+          .metavar("DIR"),
   };
   return table;
 }
@@ -105,15 +112,48 @@ InferenceOptions inference_options(const ValArgs& a, const std::string& data,
   return io;
 }
 
+// --device, or under torchrun this rank's GPU (shared round-robin when there are fewer: the
+// ranks exchange statistics through the store, not NCCL).
+DeviceSelection val_device(const ValArgs& a, const ValRanks& ranks) {
+  DeviceSelection dev = select_device(a.device, ranks.exchange ? 0 : a.batch_size);
+  if (ranks.exchange && dev.device.is_cuda()) {
+    dev = rank_device(dev, ranks.local_rank, ranks.local_world_size,
+                      static_cast<int>(torch::cuda::device_count()), true);
+    set_current_cuda_device(dev.device);
+  }
+  if (dev.device.is_cpu()) start_threads_on_cpu();
+  return dev;
+}
+
+// The split's loader; under torchrun this rank's contiguous share of the batches.
+std::unique_ptr<DataLoader> val_loader(std::shared_ptr<YoloDataset> ds, const ValArgs& a,
+                                       const torch::Device& device, const RankExchange* ex) {
+  LoaderOptions lo;
+  lo.batch_size = a.batch_size;
+  if (ex) {
+    lo.world_size = ex->size();
+    lo.rank = ex->rank();
+    lo.contiguous_batches = true;
+  }
+  lo.workers = a.workers;
+  lo.shuffle = false;
+  lo.float_images = false;           // bytes travel; images_to_device converts them there
+  lo.pin_memory = device.is_cuda();  // so that the copies do not wait for the device
+  lo.prefetch_next_epoch = false;    // one pass: nothing to load ahead for
+  lo.device = device;                // the workers' current GPU, for their pinned memory
+  return std::make_unique<DataLoader>(std::move(ds), lo);
+}
+
 // The validation val.py's run() does for one set of weights at one image size, reported as it
 // reports it (the results table and the speed line).
 ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag,
-                    const std::string& save_dir, bool plots) {
+                    const std::string& save_dir, bool plots, const ValRanks& ranks) {
   const int batch = a.batch_size;
+  const RankExchange* ex = ranks.exchange;
+  const bool rank0 = !ex || ex->rank() == 0;
   std::string data = a.data;
   if (!data.empty()) data = resolve_config(data, ConfigKind::kData, "--data");
-  const DeviceSelection dev = select_device(a.device, batch);
-  if (dev.device.is_cpu()) start_threads_on_cpu();
+  const DeviceSelection dev = val_device(a, ranks);
   InferenceModel model(weights, inference_options(a, data, dev.device));
   ValOutcome out;
   out.data_yaml = data;
@@ -165,16 +205,11 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   o.single_cls = single_cls;
   o.nc = model.nc();
   o.hyp = AugmentHyp::none();
+  o.ranks = ex;  // the ranks check the labels together
+  o.cache_dir = resolve_cache_dir(a.cache_dir);
   auto ds = std::make_shared<YoloDataset>(dc.split(split), o);
-  LoaderOptions lo;
-  lo.batch_size = batch;
-  lo.workers = a.workers;
-  lo.shuffle = false;
-  lo.float_images = false;               // bytes travel; images_to_device converts them there
-  lo.pin_memory = dev.device.is_cuda();  // so that the copies do not wait for the device
-  lo.prefetch_next_epoch = false;        // one pass: nothing to load ahead for
-  lo.device = dev.device;                // the workers' current GPU, for their pinned memory
-  DataLoader loader(ds, lo);
+  const std::unique_ptr<DataLoader> loader_ptr = val_loader(ds, a, dev.device, ex);
+  DataLoader& loader = *loader_ptr;
 
   ValConfig cfg;
   cfg.conf_thres = a.conf_thres;
@@ -193,6 +228,8 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
   cfg.verbose = a.verbose;
   cfg.save_dir = save_dir;
   cfg.plots = plots;
+  cfg.ranks = ex;
+  cfg.progress = rank0;
   DetectionModel* m = model.pytorch();
   if (m && !a.augment) {
     out.res = run_validation(*m, loader, cfg, nullptr, dev.device);
@@ -215,7 +252,7 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
                 "(%d, 3, %d, %d)",
                 out.res.ms_pre, out.res.ms_inf, out.res.ms_nms, batch, out.shape_h, out.shape_w);
   log_info(speed);
-  if (cfg.save_json) {
+  if (cfg.save_json && rank0) {
     evaluate_coco_json((fs::path(save_dir) / cfg.json_name).string(), dc, ds->image_files(),
                        out.res);
   }
@@ -223,14 +260,15 @@ ValOutcome validate(const ValArgs& a, const std::string& weights, int imgsz_flag
 }
 
 // --task study: each weights at each study size, one text file per weights, then study.png.
-void run_study(const ValArgs& a, const std::string& save_dir) {
+void run_study(const ValArgs& a, const std::string& save_dir, const ValRanks& ranks) {
+  const bool rank0 = !ranks.exchange || ranks.exchange->rank() == 0;
   std::vector<std::string> files;
   for (const std::string& w : a.weights) {
     std::string data_stem;
     std::string text;
     for (int imgsz : study_sizes()) {
       log_info("\nRunning study of " + w + " --imgsz " + std::to_string(imgsz) + "...");
-      const ValOutcome v = validate(a, w, imgsz, save_dir, false);
+      const ValOutcome v = validate(a, w, imgsz, save_dir, false, ranks);
       data_stem = fs::path(v.data_yaml).stem().string();
       const ValResult& r = v.res;
       text += study_row({r.mp, r.mr, r.map50, r.map, r.loss[0], r.loss[1], r.loss[2], r.ms_pre,
@@ -239,18 +277,21 @@ void run_study(const ValArgs& a, const std::string& save_dir) {
     }
     const fs::path f =
         fs::path(save_dir) / ("study_" + data_stem + "_" + fs::path(w).stem().string() + ".txt");
+    if (!rank0) continue;
     write_file_atomic(f.string(), text);
     files.push_back(f.string());
     log_info("Saved " + f.string());
   }
-  if (!a.noplots) {
+  if (!a.noplots && rank0) {
     const std::string png = (fs::path(save_dir) / "study.png").string();
     plot_val_study(files, study_sizes(), png);
     log_info("Saved " + png);
   }
 }
 
-int run(const ValArgs& a) {
+int run(const ValArgs& a, const ValRanks& ranks) {
+  const RankExchange* ex = ranks.exchange;
+  const bool rank0 = !ex || ex->rank() == 0;
   if (a.weights.empty()) throw UsageError("--weights: required");
   const bool single = a.task == "val" || a.task == "test";
   if (single && a.weights.size() > 1) {
@@ -262,26 +303,31 @@ int run(const ValArgs& a) {
     log_warn("confidence threshold " + format_number("%g", a.conf_thres) +
              " > 0.001 produces invalid results");
   }
-  const std::string save_dir =
-      increment_path((fs::path(a.project) / a.name).string(), a.exist_ok, true);
+  // Rank 0 makes the folder; the others write there only --save-txt's files.
+  std::string save_dir =
+      rank0 ? increment_path((fs::path(a.project) / a.name).string(), a.exist_ok, true) : "";
+  if (ex) save_dir = ex->broadcast_from_rank0("the run folder", save_dir);
   // Plots and JSON are written as validation goes: until it finishes, a file in the folder says
   // that they are partial, so that a run stopped by a signal (or killed) is not taken for done.
   const fs::path marker = fs::path(save_dir) / kIncompleteMarker;
-  write_file_atomic(marker.string(),
-                    "val did not finish here (stopped, killed or failed): the files in this "
-                    "folder are partial. This file is removed when a validation finishes.\n");
+  if (rank0) {
+    write_file_atomic(marker.string(),
+                      "val did not finish here (stopped, killed or failed): the files in this "
+                      "folder are partial. This file is removed when a validation finishes.\n");
+  }
   try {
     if (single) {
-      validate(a, a.weights[0], a.imgsz, save_dir, !a.noplots);
+      validate(a, a.weights[0], a.imgsz, save_dir, !a.noplots, ranks);
     } else if (a.task == "speed") {
       // val.py's speed benchmark: detection thresholds, no JSON, no plots.
       ValArgs s = a;
       s.conf_thres = 0.25, s.iou_thres = 0.45, s.save_json = false;
-      for (const std::string& w : a.weights) validate(s, w, a.imgsz, save_dir, false);
+      for (const std::string& w : a.weights) validate(s, w, a.imgsz, save_dir, false, ranks);
     } else {
-      run_study(a, save_dir);
+      run_study(a, save_dir, ranks);
     }
   } catch (...) {
+    if (!rank0) throw;
     // A validation that failed before writing anything leaves no marker in an empty folder.
     std::error_code ec;
     size_t files = 0;
@@ -290,7 +336,7 @@ int run(const ValArgs& a) {
     throw;
   }
   std::error_code ec;
-  fs::remove(marker, ec);
+  if (rank0) fs::remove(marker, ec);
   log_info("Results saved to " + one_line(save_dir));
   return 0;
 }
@@ -309,7 +355,7 @@ std::vector<int> study_sizes() {
   return x;
 }
 
-int val_main(int argc, char** argv) {
+int val_main(int argc, char** argv, const ValRanks& ranks) {
   const cli::Parsed<ValArgs> p = cli::parse(flags(), argc, argv, "val");
   if (p.help) {
     std::cout << cli::help_text(cli::specs_of(flags()),
@@ -323,7 +369,7 @@ int val_main(int argc, char** argv) {
   }
   const std::string bad = cli::first_bad_value(flags(), p.values);
   if (!bad.empty()) throw UsageError(bad);
-  return run(p.values);
+  return run(p.values, ranks.exchange && ranks.exchange->size() > 1 ? ranks : ValRanks{});
 }
 
 }  // namespace yolo

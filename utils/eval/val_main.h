@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "utils/core/rank_exchange.h"
+
 namespace yolo {
 
 // val.py's flags and defaults.
@@ -24,6 +26,7 @@ struct ValArgs {
   std::string project = "runs/val", name = "exp";
   bool exist_ok = false, verbose = false, noplots = false, half = false, augment = false;
   bool end2end = false;  // YOLO26: the one-to-one head's top-k detections, no NMS
+  std::string cache_dir;  // --cache-dir: where the label cache goes (see resolve_cache_dir)
 };
 
 // One study row as YOLOv5 writes it: P, R, mAP50, mAP50-95, the three val losses (0 without a
@@ -32,6 +35,15 @@ std::string study_row(const std::vector<double>& values);
 // The image sizes a study runs: 256, 384, ..., 1536.
 std::vector<int> study_sizes();
 
-int val_main(int argc, char** argv);
+// val under torchrun: the ranks that share the validation (null: this process alone) and this
+// rank's place on its machine (its GPU: the local_rank-th of --device's, or cuda:local_rank).
+struct ValRanks {
+  const RankExchange* exchange = nullptr;
+  int local_rank = 0, local_world_size = 1;
+};
+
+// Under torchrun (`ranks`) every rank validates its contiguous share of the batches; rank 0
+// prints and writes what one process does, with the same --batch-size per rank.
+int val_main(int argc, char** argv, const ValRanks& ranks = {});
 
 }  // namespace yolo

@@ -1,6 +1,7 @@
 #include "utils/eval/validator.h"
 
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 
 #include "data/dataset_config.h"
+#include "utils/core/byte_codec.h"
 #include "utils/core/cpu_threads.h"
 #include "utils/core/format.h"
 #include "utils/core/log.h"
@@ -58,6 +60,8 @@ class Validation {
         device_(device),
         half_(cfg.half && device.is_cuda()),
         ultralytics_(cfg.protocol == ValProtocol::kUltralytics),
+        ranks_(cfg.ranks && cfg.ranks->size() > 1 ? cfg.ranks : nullptr),
+        rank0_(!ranks_ || ranks_->rank() == 0),
         cm_(model.nc) {
     nms_.conf_thres = cfg.conf_thres;
     nms_.iou_thres = cfg.iou_thres;
@@ -65,19 +69,19 @@ class Validation {
     nms_.multi_label = true;
     nms_.end2end = cfg.end2end;
     const std::filesystem::path dir(cfg.save_dir);
-    if (cfg.save_json) {
+    if (cfg.save_json && rank0_) {
       json_.open(dir / cfg.json_name);
       if (!json_) {
         throw std::runtime_error((dir / cfg.json_name).string() +
                                  ": cannot write the COCO JSON results; check that the folder is "
                                  "writable");
       }
-      json_ << "[";
     }
     if (cfg.save_txt) std::filesystem::create_directories(dir / "labels");
   }
 
   void run(DataLoader& loader) {
+    first_batch_ = ranks_ ? loader.first_batch() : 0;
     loader.start_next_epoch();
     std::optional<ProgressBar> bar;
     if (cfg_.progress) bar.emplace(static_cast<int64_t>(loader.num_batches()));
@@ -90,10 +94,14 @@ class Validation {
       if (bar) bar->update(b, val_header());
     }
     if (bar) bar->close(val_header());
-    if (cfg_.save_json) json_ << "\n]\n";
   }
 
   ValResult finish() {
+    // Box, obj, cls summed over the batches in order, in the loss's own type (what one process
+    // summing on its device gets, bit for bit, whichever rank ran a batch).
+    at::Tensor loss_rows =
+        loss_items_.empty() ? at::Tensor() : torch::stack(loss_items_).to(torch::kCPU);
+    if (ranks_ && !join_ranks(loss_rows)) return res_;  // not rank 0: its headline metrics
     const int nc = model_.nc;
     res_.ap = ap_per_class(tp_, conf_, pred_cls_, target_cls_,
                            ultralytics_ ? ApTail::kUltralytics : ApTail::kYolov5);
@@ -105,16 +113,27 @@ class Validation {
     for (int c : target_cls_) {
       if (c >= 0 && c < nc) ++res_.nt[c];
     }
-    if (loss_sum_.defined()) {
-      const at::Tensor sum = loss_sum_.to(torch::kCPU, torch::kDouble);
-      for (int k = 0; k < 3; ++k) res_.loss[k] = sum[k].item<double>() / batches_;
+    if (loss_rows.defined() && loss_rows.size(0) > 0) {
+      at::Tensor sum = loss_rows[0].clone();
+      for (int64_t b = 1; b < loss_rows.size(0); ++b) sum.add_(loss_rows[b]);
+      const at::Tensor s64 = sum.to(torch::kDouble);
+      for (int k = 0; k < 3; ++k) res_.loss[k] = s64[k].item<double>() / batches_;
     }
-    res_.confusion = cm_.matrix();
+    if (res_.confusion.empty()) res_.confusion = cm_.matrix();
     if (cfg_.plots && !res_.ap.classes.empty()) plot_metrics();
     if (res_.seen) {
       res_.ms_pre /= res_.seen;
       res_.ms_inf /= res_.seen;
       res_.ms_nms /= res_.seen;
+    }
+    if (ranks_) share_headline();
+    if (cfg_.save_json) {
+      json_ << "[" << json_body_ << "\n]\n";
+      json_.flush();
+      if (!json_) {
+        throw std::runtime_error((std::filesystem::path(cfg_.save_dir) / cfg_.json_name).string() +
+                                 ": writing the COCO JSON results failed (disk full?)");
+      }
     }
     return res_;
   }
@@ -134,8 +153,7 @@ class Validation {
       pred = out.pred;
       if (loss_) {
         // The host rows, as in training: each loss moves what it needs without a read back.
-        const at::Tensor items = (*loss_)(out.raw, batch.targets).items;
-        loss_sum_ = loss_sum_.defined() ? loss_sum_ + items : items;
+        loss_items_.push_back((*loss_)(out.raw, batch.targets).items);
       }
     }
     res_.ms_inf += t1.milliseconds();
@@ -149,7 +167,7 @@ class Validation {
     tl.slice(1, 2, 6).mul_(torch::tensor({static_cast<float>(w), static_cast<float>(h),
                                           static_cast<float>(w), static_cast<float>(h)},
                                          tl.options()));
-    if (cfg_.plots && batches_ <= 3) plot_batch(im, targets, dets, batch.paths);
+    if (cfg_.plots && first_batch_ + batches_ <= 3) plot_batch(im, targets, dets, batch.paths);
     for (int64_t si = 0; si < im.size(0); ++si) {
       const at::Tensor labels = tl.index({tl.select(1, 0) == si}).slice(1, 1);  // cls, xywh
       score_image(labels, dets.image(si), batch.shapes[si],
@@ -215,17 +233,20 @@ class Validation {
       std::snprintf(buf, sizeof(buf),
                     ", \"category_id\": %d, \"bbox\": [%.3f, %.3f, %.3f, %.3f], \"score\": %.5f}",
                     category, a[k][0], a[k][1], a[k][2] - a[k][0], a[k][3] - a[k][1], a[k][4]);
-      json_ << (first_json_ ? "" : ",") << "\n  {\"image_id\": " << image_id << buf;
-      first_json_ = false;
+      json_body_ +=
+          (json_body_.empty() ? "\n  {\"image_id\": " : ",\n  {\"image_id\": ") + image_id + buf;
     }
   }
 
-  // val_batch{0,1,2}_labels.jpg and _pred.jpg.
+  // val_batch{0,1,2}_labels.jpg and _pred.jpg (by the batch's index among all ranks' batches;
+  // another rank's go to rank 0 as bytes).
   void plot_batch(const at::Tensor& im, const at::Tensor& targets, const BatchDetections& dets,
                   const std::vector<std::string>& paths) {
+    const std::string name = "val_batch" + std::to_string(first_batch_ + batches_ - 1);
+    const std::filesystem::path dir =
+        rank0_ ? std::filesystem::path(cfg_.save_dir) : std::filesystem::temp_directory_path();
     const std::string stem =
-        (std::filesystem::path(cfg_.save_dir) / ("val_batch" + std::to_string(batches_ - 1)))
-            .string();
+        (dir / (rank0_ ? name : name + "." + std::to_string(::getpid()))).string();
     plot_images(im, targets, paths, cfg_.names, stem + "_labels.jpg");
     std::vector<at::Tensor> rows;  // image, class, xywh (pixels), conf
     for (int64_t si = 0; si < im.size(0); ++si) {
@@ -237,6 +258,123 @@ class Validation {
     }
     const at::Tensor pt = rows.empty() ? torch::zeros({0, 7}) : torch::cat(rows).cpu();
     plot_images(im, pt, paths, cfg_.names, stem + "_pred.jpg");
+    if (rank0_) return;
+    for (const char* kind : {"_labels.jpg", "_pred.jpg"}) {
+      std::ifstream in(stem + kind, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      plots_.emplace_back(name + kind, std::move(bytes));
+      std::filesystem::remove(stem + kind);
+    }
+  }
+
+  // Every rank's statistics to rank 0, joined there in rank order (the ranks hold consecutive
+  // batches): true on rank 0, which then goes on as one process with every batch would.
+  bool join_ranks(at::Tensor& loss_rows) {
+    const size_t niou = iouv_.size();
+    ByteWriter w;
+    w.pod<int32_t>(res_.seen);
+    w.pod<int32_t>(batches_);
+    for (double t : {res_.ms_pre, res_.ms_inf, res_.ms_nms}) w.pod<double>(t);
+    std::vector<uint8_t> tp;
+    tp.reserve(tp_.size() * niou);
+    for (const auto& r : tp_) tp.insert(tp.end(), r.begin(), r.end());
+    w.vec(tp);
+    w.vec(conf_);
+    w.vec(pred_cls_);
+    w.vec(target_cls_);
+    std::vector<double> cm;
+    for (const auto& r : cm_.matrix()) cm.insert(cm.end(), r.begin(), r.end());
+    w.vec(cm);
+    const at::Tensor lr = loss_rows.defined() ? loss_rows.to(torch::kFloat).contiguous()
+                                              : torch::zeros({0, 3}, torch::kFloat);
+    w.vec(std::vector<float>(lr.data_ptr<float>(), lr.data_ptr<float>() + lr.numel()));
+    w.str(json_body_);
+    w.pod<uint64_t>(plots_.size());
+    for (const auto& [name, bytes] : plots_) {
+      w.str(name);
+      w.str(bytes);
+    }
+    const std::vector<std::string> parts =
+        ranks_->gather_to_rank0("its share of validation", w.bytes());
+    if (!rank0_) {
+      share_headline();
+      return false;
+    }
+    // Rank 0's own part is already in place; the others follow in rank order.
+    res_.confusion = cm_.matrix();
+    std::vector<at::Tensor> loss_parts;
+    if (loss_rows.defined()) loss_parts.push_back(loss_rows);
+    for (size_t r = 1; r < parts.size(); ++r) {
+      ByteReader in(parts[r]);
+      int32_t seen = 0, batches = 0;
+      double ms[3];
+      std::vector<float> losses;
+      std::string json;
+      uint64_t nplots = 0;
+      std::vector<double> conf;
+      std::vector<int> pred_cls, target_cls;
+      bool ok = in.pod(seen) && in.pod(batches) && in.pod(ms[0]) && in.pod(ms[1]) &&
+                in.pod(ms[2]) && in.vec(tp) && in.vec(conf) && in.vec(pred_cls) &&
+                in.vec(target_cls) && in.vec(cm) && in.vec(losses) && in.str(json) &&
+                in.pod(nplots);
+      for (uint64_t k = 0; ok && k < nplots; ++k) {
+        std::string name, bytes;
+        ok = in.str(name) && in.str(bytes);
+        if (ok) write_plot(name, bytes);
+      }
+      const size_t side = res_.confusion.size();
+      if (!ok || !in.at_end() || tp.size() != conf.size() * niou || cm.size() != side * side ||
+          losses.size() % 3 != 0) {
+        throw std::runtime_error("validation: rank " + std::to_string(r) +
+                                 "'s statistics arrived damaged");
+      }
+      res_.seen += seen;
+      batches_ += batches;
+      res_.ms_pre += ms[0], res_.ms_inf += ms[1], res_.ms_nms += ms[2];
+      for (size_t k = 0; k < conf.size(); ++k) {
+        tp_.emplace_back(tp.begin() + static_cast<std::ptrdiff_t>(k * niou),
+                         tp.begin() + static_cast<std::ptrdiff_t>((k + 1) * niou));
+      }
+      conf_.insert(conf_.end(), conf.begin(), conf.end());
+      pred_cls_.insert(pred_cls_.end(), pred_cls.begin(), pred_cls.end());
+      target_cls_.insert(target_cls_.end(), target_cls.begin(), target_cls.end());
+      for (size_t i = 0; i < side; ++i) {
+        for (size_t j = 0; j < side; ++j) res_.confusion[i][j] += cm[i * side + j];
+      }
+      if (!losses.empty()) {
+        const auto n = static_cast<int64_t>(losses.size() / 3);
+        const at::Tensor rows = torch::from_blob(losses.data(), {n, 3}, torch::kFloat).clone();
+        loss_parts.push_back(loss_rows.defined() ? rows.to(loss_rows.scalar_type()) : rows);
+      }
+      if (!json.empty()) json_body_ += (json_body_.empty() ? "" : ",") + json;
+    }
+    if (!loss_parts.empty()) loss_rows = torch::cat(loss_parts);
+    return true;
+  }
+
+  void write_plot(const std::string& name, const std::string& bytes) const {
+    const std::filesystem::path path = std::filesystem::path(cfg_.save_dir) / name;
+    std::ofstream out(path, std::ios::binary);
+    out << bytes;
+    if (!out) log_warn("validation: cannot write " + path.string());
+  }
+
+  // Rank 0's headline metrics to the other ranks, so that every rank decides alike (fitness,
+  // early stopping). Numbers as text with 17 digits: exact.
+  void share_headline() {
+    std::string text;
+    if (rank0_) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "%.17g %.17g %.17g %.17g %.17g %.17g %.17g %d", res_.mp,
+                    res_.mr, res_.map50, res_.map, res_.loss[0], res_.loss[1], res_.loss[2],
+                    res_.seen);
+      text = buf;
+    }
+    text = ranks_->broadcast_from_rank0("validation's metrics", text);
+    if (rank0_) return;
+    std::istringstream in(text);
+    in >> res_.mp >> res_.mr >> res_.map50 >> res_.map >> res_.loss[0] >> res_.loss[1] >>
+        res_.loss[2] >> res_.seen;
   }
 
   // PR, F1, P and R curves and the confusion matrix.
@@ -262,7 +400,9 @@ class Validation {
   const DetectionLoss* loss_;
   torch::Device device_;
   bool half_;
-  bool ultralytics_;  // ValProtocol::kUltralytics
+  bool ultralytics_;           // ValProtocol::kUltralytics
+  const RankExchange* ranks_;  // null in one process
+  bool rank0_;
   const std::vector<double> iouv_ = iou_thresholds();
   NmsOptions nms_;
   ValResult res_;
@@ -270,10 +410,12 @@ class Validation {
   std::vector<std::vector<bool>> tp_;
   std::vector<double> conf_;
   std::vector<int> pred_cls_, target_cls_;
-  at::Tensor loss_sum_;  // box, obj, cls summed over the batches, on the device
+  std::vector<at::Tensor> loss_items_;  // box, obj, cls per batch, on the device
   int batches_ = 0;
-  std::ofstream json_;
-  bool first_json_ = true;
+  int64_t first_batch_ = 0;  // this rank's first batch among all ranks' batches
+  std::ofstream json_;       // rank 0's
+  std::string json_body_;    // the results' entries, comma-separated
+  std::vector<std::pair<std::string, std::string>> plots_;  // another rank's val_batch plots
 };
 
 }  // namespace

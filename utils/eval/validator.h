@@ -10,6 +10,7 @@
 
 #include "data/loader.h"
 #include "models/yolo.h"
+#include "utils/core/rank_exchange.h"
 #include "utils/eval/loss.h"
 #include "utils/eval/metrics.h"
 #include "utils/eval/model_family.h"
@@ -37,6 +38,12 @@ struct ValConfig {
   bool coco91 = false;   // category ids through coco80_to_coco91() (COCO data), else class index
   bool verbose = false;  // print the per-class table
   bool progress = true;  // a progress bar whose text is the table's header, as YOLOv5's
+  // Validation across ranks (a collective): each rank validates its loader's contiguous share of
+  // the batches (LoaderOptions::contiguous_batches) and rank 0 joins the statistics, JSON and
+  // plots in batch order, so it gets, prints and writes what one process validating every batch
+  // does. The other ranks write nothing (but --save-txt's files, into the same save_dir) and get
+  // rank 0's headline metrics (mp, mr, map50, map, loss, seen), without per-class results.
+  const RankExchange* ranks = nullptr;
 };
 
 struct ValResult {
