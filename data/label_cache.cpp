@@ -14,6 +14,7 @@
 
 #include "data/file_lists.h"
 #include "data/verify.h"
+#include "utils/core/byte_codec.h"
 #include "utils/core/format.h"
 #include "utils/core/fs_atomic.h"
 #include "utils/core/log.h"
@@ -22,7 +23,7 @@ namespace yolo {
 namespace {
 
 constexpr char kMagic[8] = {'Y', 'L', 'B', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: 64-bit string lengths
 
 struct Fnv {
   uint64_t h = 1469598103934665603ull;
@@ -50,46 +51,6 @@ void add_file_stat(Fnv& f, const std::string& path) {
   f.add_pod<int64_t>(st.st_mtim.tv_sec);
   f.add_pod<int64_t>(st.st_mtim.tv_nsec);
 }
-
-class Writer {
- public:
-  template <typename T>
-  void pod(T v) {
-    buf_.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  void str(const std::string& s) {
-    pod<uint32_t>(static_cast<uint32_t>(s.size()));
-    buf_ += s;
-  }
-  std::string& bytes() { return buf_; }
-
- private:
-  std::string buf_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& b) : b_(b) {}
-  template <typename T>
-  bool pod(T& v) {
-    if (pos_ + sizeof v > b_.size()) return false;
-    std::memcpy(&v, b_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return true;
-  }
-  bool str(std::string& s) {
-    uint32_t n = 0;
-    if (!pod(n) || pos_ + n > b_.size()) return false;
-    s.assign(b_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool at_end() const { return pos_ == b_.size(); }
-
- private:
-  const std::string& b_;
-  size_t pos_ = 0;
-};
 
 void report(const LabelScan& scan, const std::string& cache_path, int ranks) {
   for (const auto& m : scan.messages) log_warn(one_line(m));
@@ -160,7 +121,7 @@ LabelScan scan_labels(const std::vector<std::string>& images, int nc, int thread
 }
 
 std::string encode_label_cache(const LabelScan& scan) {
-  Writer w;
+  ByteWriter w;
   w.bytes().append(kMagic, sizeof kMagic);
   w.pod<uint32_t>(kVersion);
   w.pod<uint64_t>(scan.hash);
@@ -185,7 +146,7 @@ bool decode_label_cache(const std::string& bytes, uint64_t expected_hash, LabelS
     return false;
   }
   const std::string body = bytes.substr(sizeof kMagic);
-  Reader r(body);
+  ByteReader r(body);
   uint32_t version = 0, n = 0;
   LabelScan s;
   int32_t counts[4];

@@ -35,7 +35,7 @@ uint64_t label_files_hash(const std::vector<std::string>& images, int nc);
 // Checks every image/label pair with `threads` threads (0 = hardware threads).
 LabelScan scan_labels(const std::vector<std::string>& images, int nc, int threads = 0);
 
-// Serialises a scan (cache format v1); load returns false when the file is missing, malformed,
+// Serialises a scan (cache format v2); load returns false when the file is missing, malformed,
 // of another version, or its hash differs from `expected_hash`.
 std::string encode_label_cache(const LabelScan& scan);
 bool decode_label_cache(const std::string& bytes, uint64_t expected_hash, LabelScan& out);

@@ -10,12 +10,15 @@
 //           comes, as it waits for another rank's share of validation: rank 0's heartbeat
 //           watchdog must end it with exit 1 naming rank 1 within the 5 s timeout
 //           (tests/distributed/test_silent_rank.sh checks what torchrun then reports).
-//   scan ROOT: every rank checks its share of the training labels of the shapes data in ROOT
+//   scan ROOT [IMAGES]: every rank checks its share of the training labels of the shapes data in
+//           ROOT (made with IMAGES training images, 120 by default) and prints the time
 //           (tests/distributed/test_label_scan.sh compares the cache with one process's).
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -24,6 +27,7 @@
 #include "data/shapes_dataset.h"
 #include "models/yolo.h"
 #include "utils/core/paths.h"
+#include "utils/core/stopwatch.h"
 #include "utils/distributed/ddp_setup.h"
 #include "utils/distributed/distributed.h"
 #include "utils/distributed/grad_sync.h"
@@ -196,15 +200,18 @@ int test_ddp(const std::shared_ptr<ProcessGroup>& pg) {
 
 // The training labels of the shapes data in `root` (made by rank 0 when missing) checked by every
 // rank together; the cache is written to root/labels/train.cache.
-int scan(const DistEnv& env, std::shared_ptr<ProcessGroup> pg, const std::string& root) {
+int scan(const DistEnv& env, std::shared_ptr<ProcessGroup> pg, const std::string& root,
+         int images) {
   ShapesSpec spec;
-  spec.train = 120, spec.val = 8;
+  spec.train = images, spec.val = std::max(8, images / 4);
   if (env.rank == 0) ensure_shapes_dataset(root, spec);
   pg->barrier();
   const DistContext ctx(env, pg);
   const auto files = list_image_files({root + "/images/train"});
+  const Stopwatch clock;
   const LabelScan s = load_labels(files, root + "/labels/train.cache", 3, ctx.exchange(), 1);
-  std::printf("[rank%d] %zu images with labels of %zu\n", env.rank, s.records.size(), files.size());
+  std::printf("[rank%d] %zu images with labels of %zu in %.2f s\n", env.rank, s.records.size(),
+              files.size(), clock.seconds());
   return 0;
 }
 
@@ -234,9 +241,9 @@ int main(int argc, char** argv) {
     } else if (mode == "ddp") {
       failures = test_ddp(pg);
     } else if (mode == "scan" && argc > 2) {
-      failures = scan(env, pg, argv[2]);
+      failures = scan(env, pg, argv[2], argc > 3 ? std::atoi(argv[3]) : 120);
     } else {
-      std::cerr << "usage: dist_equivalence syncbn|ddp|silent|scan ROOT\n";
+      std::cerr << "usage: dist_equivalence syncbn|ddp|silent|scan ROOT [IMAGES]\n";
       return 2;
     }
     at::Tensor f = torch::full({1}, static_cast<double>(failures), torch::kDouble);

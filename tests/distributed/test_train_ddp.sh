@@ -53,6 +53,25 @@ wait_for_file() {  # $1 file, $2 pid that must stay alive, up to 120 s
   return 1
 }
 
+# signal_rank_1 SIGNAL [TORCHRUN_FLAGS...]: a 3-epoch run whose rank 1 gets SIGNAL in epoch 1;
+# sets $status (torchrun's exit status) and $took (seconds from the signal to torchrun's end).
+signal_rank_1() {
+  local sig=$1 start
+  shift
+  torchrun_2 "$@" "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 3 --dist-timeout 10 >"$tmp/log" 2>&1 &
+  agent=$!
+  wait_for_file "$tmp/runs/exp/weights/last.pt" $agent || fail "no last.pt after epoch 0"
+  # Into epoch 1's batches (0.8 s on 2 cores), where rank 0 waits for rank 1's gradients.
+  sleep 0.3
+  victim=$(worker_pid 1) || fail "rank 1 not found"
+  kill -"$sig" "$victim"
+  start=$SECONDS
+  status=0
+  timeout 150 tail --pid=$agent -f /dev/null || fail "torchrun still running after 150 s"
+  wait $agent || status=$?
+  took=$((SECONDS - start))
+}
+
 case "$MODE" in
   e2e)
     torchrun_2 "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 2 --sync-bn >"$tmp/log" 2>&1 ||
@@ -120,19 +139,7 @@ case "$MODE" in
   kill | restart)
     restarts=0
     [[ "$MODE" == restart ]] && restarts=1
-    torchrun_2 --max_restarts=$restarts "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 3 \
-      --dist-timeout 10 >"$tmp/log" 2>&1 &
-    agent=$!
-    wait_for_file "$tmp/runs/exp/weights/last.pt" $agent || fail "no last.pt after epoch 0"
-    # Into epoch 1's batches (0.8 s on 2 cores), where rank 0 waits for rank 1's gradients.
-    sleep 0.3
-    victim=$(worker_pid 1) || fail "rank 1 not found"
-    kill -KILL "$victim"
-    start=$SECONDS
-    status=0
-    timeout 150 tail --pid=$agent -f /dev/null || fail "torchrun still running after 150 s"
-    wait $agent || status=$?
-    took=$((SECONDS - start))
+    signal_rank_1 KILL --max_restarts=$restarts
     if [[ "$MODE" == kill ]]; then
       [[ $status -ne 0 ]] || fail "torchrun exited 0 after a rank was killed"
       ((took <= 40)) || fail "took $took s to stop (want <= dist-timeout 10 + 30)"
@@ -192,17 +199,7 @@ case "$MODE" in
     if pgrep -f "$tmp/data.yaml" >/dev/null; then fail "processes left behind"; fi
     ;;
   stop)
-    torchrun_2 "$BIN/train" "${TRAIN_ARGS[@]}" --epochs 3 --dist-timeout 10 >"$tmp/log" 2>&1 &
-    agent=$!
-    wait_for_file "$tmp/runs/exp/weights/last.pt" $agent || fail "no last.pt after epoch 0"
-    sleep 0.3
-    victim=$(worker_pid 1) || fail "rank 1 not found"
-    kill -STOP "$victim"
-    start=$SECONDS
-    status=0
-    timeout 150 tail --pid=$agent -f /dev/null || fail "torchrun still running after 150 s"
-    wait $agent || status=$?
-    took=$((SECONDS - start))
+    signal_rank_1 STOP
     [[ $status -ne 0 ]] || fail "torchrun exited 0 after a rank was stopped"
     grep -q "rank 0: .*lost rank 1 (no heartbeat for" "$tmp/log" || fail "rank 0 did not name rank 1"
     # Rank 0 ends at about --dist-timeout; torchrun then waits 30 s before it SIGKILLs the stopped rank.
