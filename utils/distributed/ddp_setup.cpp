@@ -89,11 +89,8 @@ std::function<void()> DistContext::rank0_first(const std::string& name) const {
 
 void DistContext::store_barrier(const std::string& name) const {
   if (!active()) return;
-  pg_->store_set("barrier/" + name + "/" + std::to_string(pg_->rank()), "1");
-  for (int r = 0; r < pg_->size(); ++r) {
-    pg_->store_get("barrier/" + name + "/" + std::to_string(r),
-                   std::chrono::seconds(kRank0WorkTimeoutSeconds));
-  }
+  exchange_->gather_to_rank0("every rank at " + name, "");
+  exchange_->broadcast_from_rank0("every rank past " + name, "");
 }
 
 namespace {
@@ -148,17 +145,12 @@ void DistContext::check_same_model(
   const std::vector<std::string> mine = describe_state(state);
   std::string text;
   for (const auto& l : mine) text += l + "\n";
+  const std::vector<std::string> all = exchange_->gather_to_rank0("its model's tensors", text);
   std::string verdict;
-  if (pg_->rank() != 0) {
-    pg_->store_set("model_check/" + std::to_string(pg_->rank()), text);
-  } else {
-    for (int r = 1; r < pg_->size() && verdict.empty(); ++r) {
-      const std::string theirs = pg_->store_get("model_check/" + std::to_string(r),
-                                                std::chrono::seconds(kRank0WorkTimeoutSeconds));
-      verdict = model_difference(mine, split_lines(theirs), r);
-    }
+  for (size_t r = 1; r < all.size() && verdict.empty(); ++r) {
+    verdict = model_difference(mine, split_lines(all[r]), static_cast<int>(r));
   }
-  verdict = from_rank0("model_check/verdict", verdict);
+  verdict = exchange_->broadcast_from_rank0("whether the ranks hold the same model", verdict);
   if (!verdict.empty()) {
     throw UsageError("the ranks build different models: " + verdict +
                      "; start every rank with the same --cfg, --weights, --data and --single-cls");

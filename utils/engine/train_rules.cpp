@@ -112,7 +112,7 @@ std::string augment_device_needs_cuda(const RuleInput& in) {
 
 bool may_change_on_resume(const std::string& flag) {
   static const std::set<std::string> kMayChange = {
-      "resume",       "device",         "workers",       "local_rank",    "dist-backend",
+      "resume",       "device",         "workers",       "local_rank",     "dist-backend",
       "dist-timeout", "nproc-per-node", "memory-format", "augment-device", "cache-dir"};
   return kMayChange.count(flag) > 0;
 }

@@ -25,7 +25,7 @@ struct ValArgs {
   bool single_cls = false, save_txt = false, save_conf = false, save_json = false;
   std::string project = "runs/val", name = "exp";
   bool exist_ok = false, verbose = false, noplots = false, half = false, augment = false;
-  bool end2end = false;  // YOLO26: the one-to-one head's top-k detections, no NMS
+  bool end2end = false;   // YOLO26: the one-to-one head's top-k detections, no NMS
   std::string cache_dir;  // --cache-dir: where the label cache goes (see resolve_cache_dir)
 };
 
