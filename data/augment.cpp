@@ -91,6 +91,12 @@ cv::Mat resize_to_imgsz(const cv::Mat& im, int imgsz, bool augment) {
   return out;
 }
 
+cv::Size resized_size(cv::Size sz, int imgsz) {
+  const double r = static_cast<double>(imgsz) / std::max(sz.width, sz.height);
+  if (r == 1) return sz;
+  return {static_cast<int>(std::ceil(sz.width * r)), static_cast<int>(std::ceil(sz.height * r))};
+}
+
 LetterboxResult letterbox_plan(cv::Size in, cv::Size shape, bool auto_pad, bool scale_fill,
                                bool scaleup, int stride) {
   LetterboxResult out;

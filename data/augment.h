@@ -47,6 +47,9 @@ struct AugmentHyp {
 // it already fits exactly.
 cv::Mat resize_to_imgsz(const cv::Mat& im, int imgsz, bool augment);
 
+// The size resize_to_imgsz gives an image of size `sz`.
+cv::Size resized_size(cv::Size sz, int imgsz);
+
 struct LetterboxResult {
   cv::Mat image;
   float ratio_w = 1, ratio_h = 1;  // scale applied to the input

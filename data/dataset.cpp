@@ -12,12 +12,14 @@
 #include <stdexcept>
 #include <thread>
 
+#include "data/disk_image_cache.h"
 #include "data/file_lists.h"
 #include "data/image_io.h"
 #include "data/label_cache.h"
 #include "data/parallel_for.h"
 #include "data/shared_ram_cache.h"
 #include "utils/core/errors.h"
+#include "utils/core/format.h"
 #include "utils/core/log.h"
 
 namespace fs = std::filesystem;
@@ -107,14 +109,6 @@ void YoloDataset::make_rect_shapes() {
 
 // Bytes of every image resized as load_image resizes it (exact: the sizes come from the label
 // scan), so --cache ram is refused before it fills the memory rather than after.
-namespace {
-// An image's size after resize_to_imgsz.
-cv::Size resized_size(cv::Size sz, int imgsz) {
-  const double r = static_cast<double>(imgsz) / std::max(sz.width, sz.height);
-  return {static_cast<int>(std::ceil(sz.width * r)), static_cast<int>(std::ceil(sz.height * r))};
-}
-}  // namespace
-
 int64_t YoloDataset::ram_cache_required() const {
   int64_t bytes = 0;
   for (const cv::Size& sz : sizes_) {
@@ -165,26 +159,25 @@ void YoloDataset::cache_images() {
     log_info("Cached " + std::to_string(files_.size()) + " images in RAM (" +
              std::to_string(bytes / (1 << 20)) + " MiB)");
   } else if (opt_.cache == "disk") {
-    std::atomic<size_t> written{0};
     try {
-      parallel_for(files_.size(), opt_.threads, [&](size_t i) {
-        const std::string npy = cache_file_in(npy_path_for(files_[i]), opt_.cache_dir);
-        std::error_code ec;
-        if (fs::exists(npy, ec)) return;
-        if (!folder_writable(fs::path(npy).parent_path().string())) {
-          throw std::runtime_error(fs::path(npy).parent_path().string() + " is not writable");
-        }
-        save_npy(npy, read_image(files_[i]));
-        ++written;
-      });
+      disk_ = std::make_unique<DiskImageCache>(files_, sizes_, opt_.imgsz, opt_.augment,
+                                               opt_.cache_dir, opt_.ranks, opt_.threads);
     } catch (const std::exception& e) {
       log_warn("--cache disk: " + std::string(e.what()) + "; images are decoded from the files");
       opt_.cache.clear();
       return;
     }
-    log_info("Disk image cache: " + std::to_string(written) + " .npy files written " +
-             (opt_.cache_dir.empty() ? "next to the images" : "to " + opt_.cache_dir) + ", " +
-             std::to_string(files_.size() - written) + " reused");
+    const DiskImageCache::Stats& st = disk_->stats();
+    const auto mb = [](int64_t b) { return format_number("%.1f", static_cast<double>(b) / 1e6); };
+    std::string line = "Disk image cache: " + std::to_string(st.stored) + " images resized to " +
+                       std::to_string(opt_.imgsz) + " as PNG " +
+                       (opt_.cache_dir.empty() ? "beside them" : "in " + opt_.cache_dir) + " (" +
+                       mb(st.bytes) + " MB, " + std::to_string(st.written) + " written now)";
+    if (st.direct) {
+      line += ", " + std::to_string(st.direct) + " read from their own files (not larger than " +
+              std::to_string(opt_.imgsz) + ")";
+    }
+    log_info(line + "; full-size .npy files would take " + mb(st.npy_bytes) + " MB");
   }
 }
 
@@ -194,15 +187,8 @@ cv::Mat YoloDataset::load_image(size_t i) const {
     cv::Mat cached = image_cache_->find(i);
     if (!cached.empty()) return cached;
   }
-  cv::Mat im;
-  if (opt_.cache == "disk") {
-    const std::string npy = cache_file_in(npy_path_for(files_[i]), opt_.cache_dir);
-    std::error_code ec;
-    im = fs::exists(npy, ec) ? load_npy(npy) : read_image(files_[i]);
-  } else {
-    im = read_image(files_[i]);
-  }
-  cv::Mat resized = resize_to_imgsz(im, opt_.imgsz, opt_.augment);
+  cv::Mat resized = disk_ ? disk_->load(i) : cv::Mat();
+  if (resized.empty()) resized = resize_to_imgsz(read_image(files_[i]), opt_.imgsz, opt_.augment);
   if (image_cache_) image_cache_->offer(i, resized);
   return resized;
 }

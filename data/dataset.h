@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/augment.h"
+#include "data/disk_image_cache.h"
 #include "data/image_cache.h"
 #include "data/labels.h"
 #include "utils/core/rank_exchange.h"
@@ -91,7 +92,7 @@ class YoloDataset {
   const std::vector<cv::Size>& batch_shapes() const { return batch_shapes_; }
 
   // The image resized so its longest side is imgsz (from the RAM cache, the bounded cache, the
-  // .npy disk cache or the file). May alias a cache: do not modify it in place. Throws naming the
+  // disk cache or the file). May alias a cache: do not modify it in place. Throws naming the
   // file.
   cv::Mat load_image(size_t i) const;
 
@@ -99,6 +100,10 @@ class YoloDataset {
   ImageCache::Stats image_cache_stats() const;
   // Bytes held by --cache ram (0 without it).
   int64_t ram_cache_bytes() const { return ram_bytes_; }
+  // --cache disk's files (all zero without it).
+  DiskImageCache::Stats disk_cache_stats() const {
+    return disk_ ? disk_->stats() : DiskImageCache::Stats{};
+  }
 
   // Sample `index` (remapped through set_indices) of training epoch `epoch`, transformed with
   // randomness from `rng`. Exceptions carry the image path.
@@ -135,6 +140,7 @@ class YoloDataset {
   std::vector<cv::Mat> ram_;  // resized images with --cache ram (over shared_ram_ with ranks)
   std::shared_ptr<SharedRamCache> shared_ram_;
   int64_t ram_bytes_ = 0;
+  std::unique_ptr<DiskImageCache> disk_;     // with --cache disk
   std::unique_ptr<ImageCache> image_cache_;  // without --cache ram
 };
 

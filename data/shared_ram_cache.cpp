@@ -27,17 +27,6 @@ std::string gib(int64_t bytes) {
   return format_number("%.2f", static_cast<double>(bytes) / (int64_t{1} << 30));
 }
 
-// Every rank's `problem` ("" when none) to rank 0; the first one (naming its rank) back to all,
-// so that every rank takes the same road.
-std::string agree(const RankExchange& ranks, const std::string& what, const std::string& problem) {
-  const std::vector<std::string> all = ranks.gather_to_rank0(what, problem);
-  std::string first;
-  for (size_t r = 0; r < all.size() && first.empty(); ++r) {
-    if (!all[r].empty()) first = "rank " + std::to_string(r) + ": " + all[r];
-  }
-  return ranks.broadcast_from_rank0(what, first);
-}
-
 // What keeps this machine from holding `total` bytes in `dir` ("" when nothing does).
 std::string space_problem(const std::string& dir, int64_t total) {
   struct statvfs st {};
@@ -87,7 +76,8 @@ std::unique_ptr<SharedRamCache> SharedRamCache::create(const std::vector<cv::Siz
   };
   std::string problem =
       leader ? space_problem(shm_dir, static_cast<int64_t>(c->size_)) : std::string();
-  problem = agree(ranks, "whether every machine can hold the shared --cache ram", problem);
+  problem =
+      agree_on_problem(ranks, "whether every machine can hold the shared --cache ram", problem);
   if (!problem.empty()) return give_up(problem);
 
   const std::string token = ranks.broadcast_from_rank0(
@@ -104,7 +94,7 @@ std::unique_ptr<SharedRamCache> SharedRamCache::create(const std::vector<cv::Siz
                 std::strerror(err) + ")";
     }
   }
-  problem = agree(ranks, "the shared cache made on every machine", problem);
+  problem = agree_on_problem(ranks, "the shared cache made on every machine", problem);
   if (problem.empty() && !leader) {
     fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) problem = path + ": " + std::strerror(errno);
@@ -118,7 +108,7 @@ std::unique_ptr<SharedRamCache> SharedRamCache::create(const std::vector<cv::Siz
     }
   }
   if (fd >= 0) ::close(fd);
-  problem = agree(ranks, "every rank mapped the shared cache", problem);
+  problem = agree_on_problem(ranks, "every rank mapped the shared cache", problem);
   if (leader) ::unlink(path.c_str());  // every local rank holds it now (or gives up)
   if (!problem.empty()) return give_up(problem);
 
@@ -138,7 +128,7 @@ std::unique_ptr<SharedRamCache> SharedRamCache::create(const std::vector<cv::Siz
   } catch (const std::exception& e) {
     problem = e.what();
   }
-  problem = agree(ranks, "every rank's share of the shared cache", problem);
+  problem = agree_on_problem(ranks, "every rank's share of the shared cache", problem);
   if (!problem.empty()) throw std::runtime_error("--cache ram: " + problem);
   log_info("Cached " + std::to_string(n) + " images in shared memory (" +
            format_number("%.1f", static_cast<double>(c->size_) / (1 << 20)) +

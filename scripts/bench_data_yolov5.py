@@ -145,7 +145,8 @@ def yolov5_dataset(list_file, args, hyp, cache):
     from yolov5.utils.dataloaders import LoadImagesAndLabels
     return LoadImagesAndLabels(str(list_file), img_size=args.imgsz, batch_size=args.batch,
                                augment=True, hyp=hyp,
-                               cache_images="ram" if cache == "ram" else False, prefix="")
+                               cache_images=cache if cache in ("ram", "disk") else False,
+                               prefix="")
 
 
 def measure_yolov5(list_file, args, hyp, cache, workers):
@@ -200,6 +201,9 @@ def measure_yolov5(list_file, args, hyp, cache, workers):
     cached = [im for im in ds.ims if im is not None]
     res.update(images=images, used=max(workers, 1), cached_images=len(cached),
                cache_mib=sum(im.nbytes for im in cached) / 2**20)
+    if cache == "disk":  # its .npy files
+        npy = [f for f in ds.npy_files if f.exists()]
+        res.update(cached_images=len(npy), cache_mib=sum(f.stat().st_size for f in npy) / 2**20)
     res["cache_b_per_image"] = res["cache_mib"] * 2**20 / max(len(cached), 1)
     res["ips"] = images / max(res["seconds"], 1e-9)
     res["per_worker"] = res["ips"] / res["used"]
@@ -234,8 +238,8 @@ def ratio_row(name, ours, theirs, target=None, higher_is_better=True, fmt="{:.1f
 def table(args, data_line, ours, y5, load):
     """ours[(cache, workers)], y5[(cache, workers)] (workers 0: in process) -> markdown lines."""
     w1 = min(args.workers)
-    o_none, o_bounded, o_ram = (ours[(c, w1)] for c in ("none", "bounded", "ram"))
-    y_none, y_ram = y5[("none", 0)], y5[("ram", 0)]
+    o_none, o_bounded, o_ram, o_disk = (ours[(c, w1)] for c in ("none", "bounded", "ram", "disk"))
+    y_none, y_ram, y_disk = y5[("none", 0)], y5[("ram", 0)], y5[("disk", 0)]
     lines = [
         f"bench_data vs YOLOv5 LoadImagesAndLabels: mosaic (hyp.scratch-low), {args.imgsz} px, "
         f"batch {args.batch}, {args.batches} timed batches after the first; {data_line}",
@@ -254,7 +258,8 @@ def table(args, data_line, ours, y5, load):
                   y_none["per_worker"]),
     ]
     for w in args.workers:
-        for mine, theirs in (("none", "none"), ("bounded", "none"), ("ram", "ram")):
+        for mine, theirs in (("none", "none"), ("bounded", "none"), ("ram", "ram"),
+                             ("disk", "disk")):
             lines.append(ratio_row(
                 f"images/s total, {plural(w, 'worker')} (ours threads, YOLOv5 DataLoader "
                 f"processes), ours {mine} vs YOLOv5 {theirs}",
@@ -269,6 +274,13 @@ def table(args, data_line, ours, y5, load):
                   y_ram["cache_b_per_image"] / 1024, 1, higher_is_better=False),
         ratio_row("--cache ram: RSS growth of the construction per image (KiB)",
                   per_image(o_ram), per_image(y_ram), 1, higher_is_better=False),
+        ratio_row("images/s per core, --cache disk both", o_disk["per_worker"],
+                  y_disk["per_worker"]),
+        ratio_row("--cache disk: dataset construction s (writes the files)", o_disk["construct_s"],
+                  y_disk["construct_s"], fmt="{:.2f}"),
+        ratio_row(f"--cache disk: bytes on disk, MiB (ours: {o_disk['cached_images']:.0f} images "
+                  f"resized as PNG; YOLOv5: {y_disk['cached_images']:.0f} full-size .npy)",
+                  o_disk["cache_mib"], y_disk["cache_mib"], 1, higher_is_better=False),
     ]
     return lines
 
@@ -306,7 +318,11 @@ def main():
 
     ours, y5 = {}, {}
     workers = ",".join(map(str, args.workers))
-    for ours_caches, theirs in (("none,bounded", "none"), ("ram", "ram")):
+    for ours_caches, theirs in (("none,bounded", "none"), ("ram", "ram"), ("disk", "disk")):
+        if theirs == "disk":  # both write their files in the first construction
+            for f in (folder / "images").rglob("*"):
+                if f.suffix in (".cache", ".npy"):
+                    f.unlink()
         text = run_ours(args, ["--images-caches", ours_caches, "--loader-workers", workers,
                                "--images-batches", str(args.batches)])
         for line in text.splitlines():
@@ -322,7 +338,7 @@ def main():
                 print("  [yolov5] warning: YOLOv5 refused --cache ram (check_cache_ram: not enough "
                       "memory); its ram figures are without a cache")
             y5[(theirs, w)] = r
-    missing = [f"{c} workers {w}" for c in ("none", "bounded", "ram") for w in args.workers
+    missing = [f"{c} workers {w}" for c in ("none", "bounded", "ram", "disk") for w in args.workers
                if (c, w) not in ours]
     if missing:
         raise SystemExit(f"bench_data_yolov5: no figures from bench_data for {', '.join(missing)}")

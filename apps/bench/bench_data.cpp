@@ -12,10 +12,11 @@
 // (images/<split>, labels/<split>), copied to --root/jpeg_<name> so that no label cache is written
 // into SRC (which may be read-only), or `generate` for shapes re-encoded as JPEGs 3:4 high in
 // --root/jpeg_generated_<count>_w<width>. Each cache mode (none: no decoded images kept; bounded:
-// the default cache; ram: --cache ram) runs with each --loader-workers count: the dataset's
+// the default cache; ram: --cache ram; disk: --cache disk's files alone, written by the first
+// construction) runs with each --loader-workers count: the dataset's
 // construction, the first batch and the steady batches after it are reported apart.
 //   [--images SRC|generate] [--images-count 128] [--images-width 640] [--images-batch 64]
-//   [--images-batches 8] [--images-caches none,bounded,ram] [--images-recipes 0|1]
+//   [--images-batches 8] [--images-caches none,bounded,ram,disk] [--images-recipes 0|1]
 //   (and --loader-imgsz, --loader-workers). --images-recipes 1 times the loader as
 //   --augment-device cuda uses it: workers decode and draw, the device would render.
 // --images-batches 0 only prepares the folder and its label cache.
@@ -60,9 +61,10 @@ namespace {
 constexpr int kNc = 3;       // the shapes classes
 constexpr int kCocoNc = 80;  // --images: COCO's class ids (the shapes' 0-2 fit too)
 
-// What the loader keeps of decoded images: nothing, the default bounded cache, or --cache ram.
-enum class CacheMode { kNone, kBounded, kRam };
-const char* const kCacheNames[] = {"none", "bounded", "ram"};
+// What the loader keeps of decoded images: nothing, the default bounded cache, --cache ram, or
+// --cache disk (read from its files each time: no bounded cache beside it).
+enum class CacheMode { kNone, kBounded, kRam, kDisk };
+const char* const kCacheNames[] = {"none", "bounded", "ram", "disk"};
 
 struct BenchArgs {
   std::vector<int> sizes = {1000, 10000, 50000};
@@ -114,8 +116,8 @@ std::vector<CacheMode> parse_caches(const std::string& flag, const std::string& 
     const auto* end = std::end(kCacheNames);
     const auto* it = std::find(std::begin(kCacheNames), end, item);
     if (it == end) {
-      throw yolo::UsageError(flag + ": expected none, bounded or ram separated by commas, got '" +
-                             v + "'");
+      throw yolo::UsageError(
+          flag + ": expected none, bounded, ram or disk separated by commas, got '" + v + "'");
     }
     out.push_back(static_cast<CacheMode>(it - std::begin(kCacheNames)));
   }
@@ -694,8 +696,8 @@ JpegSet generated_set(const BenchArgs& a) {
 
 // The one place each mode is spelled in the dataset's options.
 void set_cache_mode(yolo::DatasetOptions& o, CacheMode mode) {
-  o.cache = mode == CacheMode::kRam ? "ram" : "";
-  o.image_cache_bytes = mode == CacheMode::kNone ? 0 : -1;
+  o.cache = mode == CacheMode::kRam ? "ram" : mode == CacheMode::kDisk ? "disk" : "";
+  o.image_cache_bytes = mode == CacheMode::kNone || mode == CacheMode::kDisk ? 0 : -1;
 }
 
 // The first construction checks the labels and writes their cache; the timed ones read it.
@@ -770,6 +772,10 @@ Measure time_jpeg_loader(const JpegSet& set, const BenchArgs& a, CacheMode mode,
     const bool ram = mode == CacheMode::kRam;
     m.parts[kCacheBytes] = static_cast<double>(ram ? ds->ram_cache_bytes() : stats.bytes);
     m.parts[kCachedImages] = static_cast<double>(ram ? ds->size() : stats.images);
+    if (mode == CacheMode::kDisk) {  // the files' bytes
+      m.parts[kCacheBytes] = static_cast<double>(ds->disk_cache_stats().bytes);
+      m.parts[kCachedImages] = static_cast<double>(ds->disk_cache_stats().stored);
+    }
     const double lookups = static_cast<double>(stats.hits + stats.misses);
     m.parts[kHits] = lookups > 0 ? 100.0 * static_cast<double>(stats.hits) / lookups : 0;
     return m;

@@ -126,22 +126,20 @@ TEST(Dataset, RectBatchShapes) {
 
 TEST(Dataset, CachesGiveTheSameSamples) {
   TempDir d;
-  make_split(d.path(), "val", 3, 64, 48);
+  make_split(d.path(), "val", 3, 96, 72);
   auto opt = val_options(64);
   YoloDataset plain({d / "images/val"}, opt);
   opt.cache = "ram";
   YoloDataset ram({d / "images/val"}, opt);
   opt.cache = "disk";
   YoloDataset disk({d / "images/val"}, opt);
-  EXPECT_TRUE(fs::exists(d / "images/val/im0.npy"));
+  EXPECT_TRUE(fs::exists(d / "images/val/im0.png.64-area.cache"));
   for (size_t i = 0; i < 3; ++i) {
     Rng r1(i), r2(i), r3(i);
     const cv::Mat a = plain.get(i, r1).image, b = ram.get(i, r2).image, c = disk.get(i, r3).image;
     EXPECT_EQ(cv::norm(a, b, cv::NORM_INF), 0);
     EXPECT_EQ(cv::norm(a, c, cv::NORM_INF), 0);
   }
-  const cv::Mat npy = load_npy(d / "images/val/im0.npy");
-  EXPECT_EQ(npy.size(), cv::Size(64, 48));
   opt.cache = "gpu";
   EXPECT_THROW(YoloDataset({d / "images/val"}, opt), std::exception);
 }
@@ -410,7 +408,7 @@ TEST(Loader, DistributedRanksSplitTheData) {
 
 TEST(Dataset, DiskCacheInReadOnlyFolderFallsBack) {
   TempDir d;
-  make_split(d.path(), "val", 2, 32, 32);
+  make_split(d.path(), "val", 2, 64, 64);
   fs::permissions(d / "images/val",
                   fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
                   fs::perm_options::remove);
@@ -419,7 +417,7 @@ TEST(Dataset, DiskCacheInReadOnlyFolderFallsBack) {
   YoloDataset ds({d / "images/val"}, opt);
   fs::permissions(d / "images/val", fs::perms::owner_write, fs::perm_options::add);
   EXPECT_TRUE(ds.options().cache.empty());
-  EXPECT_FALSE(fs::exists(d / "images/val/im0.npy"));
+  EXPECT_FALSE(fs::exists(d / "images/val/im0.png.32-area.cache"));
   Rng rng(0);
   EXPECT_EQ(ds.get(0, rng).image.size(), cv::Size(32, 32));
 }
@@ -485,24 +483,6 @@ TEST(Loader, RectDatasetKeepsOrderAndShapes) {
   EXPECT_EQ(b0->images.sizes(), (std::vector<int64_t>{3, 3, 96, 160}));
   EXPECT_EQ(b1->images.sizes(), (std::vector<int64_t>{2, 3, 160, 96}));
   EXPECT_EQ(b0->paths[0], ds->image_files()[0]);
-}
-
-TEST(Dataset, NpyRoundTripAndBadFiles) {
-  TempDir d;
-  cv::Mat im(7, 13, CV_8UC3);
-  cv::randu(im, cv::Scalar::all(0), cv::Scalar::all(255));
-  save_npy(d / "a.npy", im);
-  EXPECT_EQ(cv::norm(load_npy(d / "a.npy"), im, cv::NORM_INF), 0);
-  EXPECT_EQ(npy_path_for("/x/images/a.b.jpg"), "/x/images/a.b.npy");
-  write_text(d / "bad.npy", "\x93NUMPY garbage");
-  EXPECT_THROW(load_npy(d / "bad.npy"), std::runtime_error);
-  std::string bytes;
-  {
-    std::ifstream in(d / "a.npy", std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  write_text(d / "short.npy", bytes.substr(0, bytes.size() - 5));
-  EXPECT_THROW(load_npy(d / "short.npy"), std::runtime_error);
 }
 
 namespace {

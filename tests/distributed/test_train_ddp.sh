@@ -218,18 +218,24 @@ case "$MODE" in
     done
     grep -q "Cached 300 images in shared memory" "$tmp/log" || fail "no shared --cache ram"
     # Each rank's mapping of the cache: the same file (device:inode), its pages counted once in the
-    # ranks' PSS together (a copy per rank would count them twice, as private memory).
+    # ranks' PSS together (a copy per rank would count them twice, as private memory). Both ranks
+    # are stopped while their smaps are read: a page the one touches between the two reads would
+    # count half in one and nothing in the other.
+    pids=()
+    for r in 0 1; do pids[$r]=$(worker_pid $r) || fail "rank $r not found"; done
+    kill -STOP "${pids[@]}"
     total_pss=0
     for r in 0 1; do
-      pid=$(worker_pid $r) || fail "rank $r not found"
+      pid=${pids[$r]}
       # The largest of its cache mappings (the training images'; the val images' is smaller).
       read -r inode size pss < <(awk '/^[0-9a-f]+-[0-9a-f]+ / {m = /yolo-ram-cache/; ino = $4 ":" $5}
         m && /^Size:/ {size = $2} m && /^Pss:/ && size > best {best = size; out = ino " " size " " $2}
         END {if (out) print out; else exit 1}' "/proc/$pid/smaps") ||
-        fail "rank $r does not map the shared cache"
+        { kill -CONT "${pids[@]}"; fail "rank $r does not map the shared cache"; }
       inodes[$r]=$inode
       total_pss=$((total_pss + pss))
     done
+    kill -CONT "${pids[@]}"
     [[ "${inodes[0]}" == "${inodes[1]}" ]] || fail "the ranks map different files: ${inodes[*]}"
     ((total_pss * 100 >= size * 95 && total_pss * 100 <= size * 105)) ||
       fail "the ranks' PSS of the cache is $total_pss kB for a $size kB cache (want about one copy)"

@@ -34,4 +34,16 @@ inline RankShare rank_share(size_t n, int rank, int size) {
   return {at(rank), at(rank + 1)};
 }
 
+// Collective: every rank's `problem` ("" when none) to rank 0, and the first one (naming its
+// rank) back to all, so that every rank takes the same road.
+inline std::string agree_on_problem(const RankExchange& ranks, const std::string& what,
+                                    const std::string& problem) {
+  const std::vector<std::string> all = ranks.gather_to_rank0(what, problem);
+  std::string first;
+  for (size_t r = 0; r < all.size() && first.empty(); ++r) {
+    if (!all[r].empty()) first = "rank " + std::to_string(r) + ": " + all[r];
+  }
+  return ranks.broadcast_from_rank0(what, first);
+}
+
 }  // namespace yolo
